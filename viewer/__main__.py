@@ -1,0 +1,179 @@
+"""Command line: python -m viewer {caption,models,train,evaluate} ...
+
+Every command that takes a model accepts a name from checkpoints/ or a checkpoint path.
+Errors a person can fix (bad photo, unknown model, wrong checkpoint) print one line and exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def _decode_settings(args):
+    from .decoding import DecodeSettings
+    if args.greedy:
+        return DecodeSettings(strategy="greedy", max_len=args.max_len, seed=args.seed)
+    if args.sample:
+        return DecodeSettings(strategy="sample", temperature=args.temperature, seed=args.seed, max_len=args.max_len)
+    return DecodeSettings(strategy="beam", beam_size=args.beam, max_len=args.max_len,
+                          length_penalty=args.length_penalty, seed=args.seed)
+
+
+def cmd_caption(args) -> int:
+    from .images import ImageError, load_photo
+    from .pipeline import Captioner
+
+    captioner = Captioner(args.device, checkpoint_dir=args.checkpoints)
+    captioner.model(args.model)   # fail early on a bad model, before reading photos
+    status = 0
+    for path in args.images:
+        try:
+            photo = load_photo(path)
+        except ImageError as err:
+            print(f"error: {err}", file=sys.stderr)
+            status = 2
+            continue
+        photo.name = path
+        if args.force is not None:
+            trace = captioner.force([photo], args.model, [args.force], seed=args.seed)[0]
+        else:
+            trace = captioner.caption([photo], args.model, _decode_settings(args))[0][0]
+        if args.json:
+            print(json.dumps(trace.to_json()))
+        else:
+            score = f"  (log p = {sum(s.logprob for s in trace.steps):.2f})" if args.force is not None else ""
+            print(f"{path}: {trace.caption}{score}")
+    return status
+
+
+def cmd_models(args) -> int:
+    from . import checkpoints
+    found = checkpoints.available(args.checkpoints)
+    if not found:
+        print(f"no checkpoints in {args.checkpoints}")
+        return 0
+    for name, path in found.items():
+        try:
+            meta = checkpoints.read_meta(path)
+        except checkpoints.CheckpointError as err:
+            print(f"{name}: unusable: {err}")
+            continue
+        info = {"name": name, "type": meta["model_type"], "path": os.path.relpath(path),
+                "vocabulary": len(meta["vocab"]), "dev": meta.get("dev_metrics", {}),
+                "trained": meta.get("training", {}).get("epochs"), "date": meta.get("date")}
+        print(json.dumps(info) if args.json else
+              f"{name:12s} {meta['model_type']:9s} vocab {len(meta['vocab']):5d}  dev {meta.get('dev_metrics', {})}")
+    return 0
+
+
+def cmd_train(args) -> int:
+    from .train import TrainConfig, train
+    hparams = json.loads(args.hparams) if args.hparams else {}
+    cfg = TrainConfig(model=args.model, data=args.data, out=args.out or os.path.join("runs", args.model),
+                      epochs=args.epochs, batch_images=args.batch_images, lr=args.lr, patience=args.patience,
+                      dev_images=args.dev_images, device=str(_device(args)), cache=args.cache, resume=args.resume,
+                      init_from=args.init_from, seed=args.seed, hparams=hparams)
+    train(cfg)
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from .data.cache import FeatureCache
+    from .data.datasets import load_dataset
+    from .decoding import DecodeSettings
+    from .evaluate import evaluate_split, write_captions
+    from .pipeline import Captioner
+
+    captioner = Captioner(args.device, checkpoint_dir=args.checkpoints)
+    loaded = captioner.model(args.model)
+    data = load_dataset(args.data)
+    settings = DecodeSettings(strategy="beam", beam_size=args.beam, max_len=args.max_len)
+    metrics, captions = evaluate_split(loaded, data, args.split, FeatureCache(args.cache), settings,
+                                       device=captioner.device, vision=captioner.vision)
+    out = args.captions_out or f"captions_{loaded.name}_{args.split}.json"
+    write_captions(out, captions)
+    result = {"model": loaded.name, "split": args.split, "images": len(captions), "beam": args.beam, **metrics,
+              "captions_file": out}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for k, v in result.items():
+            print(f"{k:14s} {v}")
+    return 0
+
+
+def _device(args):
+    from .device import pick_device
+    return pick_device(args.device)
+
+
+def main(argv=None) -> int:
+    from .checkpoints import CHECKPOINT_DIR
+    parser = argparse.ArgumentParser(prog="python -m viewer", description="Caption photos and inspect attention.")
+    parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--checkpoints", default=CHECKPOINT_DIR, help="folder of named models")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("caption", help="caption photos")
+    p.add_argument("images", nargs="+")
+    p.add_argument("--model", default="sat-soft", help="model name or checkpoint path")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--beam", type=int, default=3)
+    mode.add_argument("--greedy", action="store_true")
+    mode.add_argument("--sample", action="store_true")
+    mode.add_argument("--force", metavar="CAPTION", help="score this caption instead of generating one")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--max-len", type=int, default=20)
+    p.add_argument("--length-penalty", type=float, default=0.0)
+    p.add_argument("--json", action="store_true", help="one JSON trace per image (schema in README)")
+    p.set_defaults(func=cmd_caption)
+
+    p = sub.add_parser("models", help="list available models")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("train", help="train a decoder on cached features")
+    p.add_argument("--model", required=True, help="model type: sat-soft, sat-hard, updown")
+    p.add_argument("--data", required=True)
+    p.add_argument("--out")
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--batch-images", type=int, default=32)
+    p.add_argument("--lr", type=float, default=4e-4)
+    p.add_argument("--patience", type=int, default=4)
+    p.add_argument("--dev-images", type=int, default=0, help="score only the first N dev images each epoch")
+    p.add_argument("--cache", help="feature cache folder (default .cache/features)")
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--init-from", help="warm start from a checkpoint of the same architecture")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--hparams", help='JSON, e.g. \'{"hidden_dim": 512}\'')
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="score a model on a dataset split")
+    p.add_argument("--model", required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--split", default="dev")
+    p.add_argument("--beam", type=int, default=3)
+    p.add_argument("--max-len", type=int, default=20)
+    p.add_argument("--cache")
+    p.add_argument("--captions-out")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_evaluate)
+
+    args = parser.parse_args(argv)
+    from .checkpoints import CheckpointError
+    from .images import ImageError
+    try:
+        return args.func(args)
+    except (CheckpointError, ImageError, ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Our checkpoint format: one `.safetensors` file, tensors only, with JSON metadata in its header.
+
+safetensors cannot execute code on load (no pickle). The metadata says everything needed to
+rebuild the model and check it fits this code: model type and hyper-parameters, vocabulary,
+the vision spec it was trained on, training data, dev metrics, date and code version.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import safe_open, save_file
+
+from .data.vocab import Vocabulary
+from .models import REGISTRY, CaptionModel, build_model
+from .vision import SPEC, SPEC_KEY
+
+FORMAT = "attention-viewer-checkpoint/1"
+CHECKPOINT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "checkpoints")
+REQUIRED = ("format", "name", "model_type", "hparams", "vocab", "vision_spec_key")
+
+
+class CheckpointError(ValueError):
+    """A file that is not a usable checkpoint; the message says why."""
+
+
+class LoadedModel:
+    """A decoder ready to run, with its vocabulary and metadata."""
+
+    def __init__(self, model: CaptionModel, vocab: Vocabulary, meta: dict, path: str = ""):
+        self.model, self.vocab, self.meta, self.path = model, vocab, meta, path
+
+    @property
+    def name(self) -> str:
+        return self.meta["name"]
+
+    @property
+    def attends_to(self) -> str:
+        return self.model.attends_to
+
+
+def code_version() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=os.path.dirname(os.path.abspath(__file__)))
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def save(path: str, model: CaptionModel, vocab: Vocabulary, name: str, model_type: str, hparams: dict,
+         extra: dict | None = None, half: bool = True) -> None:
+    meta = {"format": FORMAT, "name": name, "model_type": model_type, "hparams": hparams, "vocab": vocab.words,
+            "vision_spec_key": SPEC_KEY, "vision_spec": SPEC, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "code_version": code_version(), **(extra or {})}
+    tensors = {k: (v.half() if half and v.is_floating_point() else v).contiguous().cpu()
+               for k, v in model.state_dict().items()}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    save_file(tensors, tmp, metadata={"viewer": json.dumps(meta)})
+    os.replace(tmp, path)
+
+
+def read_meta(path: str) -> dict:
+    """The checkpoint's metadata, validated; raises CheckpointError with a readable reason."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{path}: no such checkpoint file")
+    try:
+        with safe_open(path, framework="pt") as f:
+            header = f.metadata() or {}
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CheckpointError(f"{path}: not a safetensors checkpoint of this viewer ({err})") from None
+    if "viewer" not in header:
+        raise CheckpointError(f"{path}: a safetensors file without viewer metadata; convert it with `python -m viewer import`")
+    try:
+        meta = json.loads(header["viewer"])
+    except json.JSONDecodeError:
+        raise CheckpointError(f"{path}: its metadata is not valid JSON") from None
+    missing = [k for k in REQUIRED if k not in meta]
+    if missing:
+        raise CheckpointError(f"{path}: metadata lacks {', '.join(missing)}")
+    if meta["format"] != FORMAT:
+        raise CheckpointError(f"{path}: format {meta['format']!r}, this code reads {FORMAT!r}")
+    if meta["model_type"] not in REGISTRY:
+        raise CheckpointError(f"{path}: unknown model type {meta['model_type']!r}; known: {', '.join(sorted(REGISTRY))}")
+    if meta["vision_spec_key"] != SPEC_KEY:
+        raise CheckpointError(f"{path}: trained on other image features ({meta['vision_spec_key']}); this code computes {SPEC_KEY}")
+    return meta
+
+
+def load(path: str, device: torch.device | str = "cpu") -> LoadedModel:
+    meta = read_meta(path)
+    try:
+        vocab = Vocabulary(meta["vocab"])
+        model = build_model(meta["model_type"], **meta["hparams"])
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{path}: cannot rebuild the model from its metadata ({err})") from None
+    with safe_open(path, framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    expected = model.state_dict()
+    problems = sorted(set(expected) ^ set(tensors))
+    problems += [k for k in expected if k in tensors and expected[k].shape != tensors[k].shape]
+    if problems:
+        raise CheckpointError(f"{path}: weights do not match a {meta['model_type']} model ({', '.join(problems[:4])}...)")
+    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})
+    return LoadedModel(model.to(device).eval(), vocab, meta, path)
+
+
+def available(folder: str = CHECKPOINT_DIR) -> dict[str, str]:
+    """Model name -> checkpoint path for every checkpoint in `folder`."""
+    if not os.path.isdir(folder):
+        return {}
+    return {f[: -len(".safetensors")]: os.path.join(folder, f)
+            for f in sorted(os.listdir(folder)) if f.endswith(".safetensors")}
+
+
+def resolve(name_or_path: str, folder: str = CHECKPOINT_DIR) -> str:
+    """A model name from checkpoints/ or a path to a checkpoint file."""
+    if os.path.sep in name_or_path or name_or_path.endswith(".safetensors") or os.path.isfile(name_or_path):
+        return name_or_path
+    found = available(folder)
+    if name_or_path not in found:
+        raise CheckpointError(f"no model named {name_or_path!r}; available: {', '.join(found) or 'none (train one first)'}")
+    return found[name_or_path]

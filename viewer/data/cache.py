@@ -1,0 +1,68 @@
+"""On-disk feature cache: grid features and detector regions computed once per image.
+
+Files live under `<root>/<SPEC_KEY>/`, one `.npz` per image (no pickles), written atomically, so an
+interrupted build continues where it stopped and a change of encoder, detector or preprocessing
+(a new SPEC_KEY) starts a fresh folder instead of mixing features.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from ..images import ImageError, load_photo, squash
+from ..vision import SPEC, SPEC_KEY, ImageFeatures, Regions
+
+DEFAULT_ROOT = os.environ.get("VIEWER_CACHE", os.path.join(os.path.dirname(__file__), "..", "..", ".cache", "features"))
+
+
+class FeatureCache:
+    def __init__(self, root: str | None = None):
+        self.dir = os.path.abspath(os.path.join(root or DEFAULT_ROOT, SPEC_KEY))
+        os.makedirs(self.dir, exist_ok=True)
+        spec_file = os.path.join(self.dir, "spec.json")
+        if not os.path.exists(spec_file):
+            with open(spec_file, "w") as f:
+                json.dump(SPEC, f, indent=1)
+
+    def path(self, image_path: str) -> str:
+        return os.path.join(self.dir, os.path.basename(image_path) + ".npz")
+
+    def missing(self, image_paths: list[str]) -> list[str]:
+        return [p for p in image_paths if not os.path.exists(self.path(p))]
+
+    def build(self, image_paths: list[str], vision, batch_size: int = 16, log=print) -> None:
+        """Compute and store features for every image not cached yet (progress bar with ETA)."""
+        todo = self.missing(image_paths)
+        log(f"feature cache {self.dir}: {len(image_paths) - len(todo)} cached, {len(todo)} to compute")
+        start = time.time()
+        with tqdm(total=len(todo), unit="img", desc="features", mininterval=5) as bar:
+            for i in range(0, len(todo), batch_size):
+                chunk, images = [], []
+                for p in todo[i:i + batch_size]:
+                    try:
+                        images.append(squash(load_photo(p)))
+                        chunk.append(p)
+                    except ImageError as err:
+                        log(f"skipped {err}")
+                for p, feats in zip(chunk, vision.extract(images) if images else []):
+                    self._save(p, feats)
+                bar.update(len(todo[i:i + batch_size]))
+        if todo:
+            log(f"computed {len(todo)} images in {time.time() - start:.0f} s")
+
+    def _save(self, image_path: str, feats: ImageFeatures) -> None:
+        final = self.path(image_path)
+        tmp = final + ".tmp.npz"
+        np.savez(tmp, grid=feats.grid.to(torch.float16).numpy(), boxes=feats.regions.boxes,
+                 labels=np.array(feats.regions.labels, dtype="<U32"), scores=feats.regions.scores)
+        os.replace(tmp, final)
+
+    def load(self, image_path: str) -> ImageFeatures:
+        with np.load(self.path(image_path), allow_pickle=False) as z:
+            regions = Regions(z["boxes"], [str(s) for s in z["labels"]], z["scores"])
+            return ImageFeatures(torch.from_numpy(z["grid"]), regions)

@@ -1,0 +1,190 @@
+"""One decoding loop for every model: greedy, beam search, sampling, forced and branching.
+
+Every strategy is the same loop over `model.forward_step` with all beams of all images in one
+batch (one model call per step). Strategies differ only in how candidates for the next word
+are proposed; bookkeeping is shared: a candidate that emits <end> is finished, the others fill
+the live beams, and at the end each hypothesis is traced back through its back-pointers so the
+attention stored for word t is exactly the one the model used to emit it.
+
+A prefix (per image) forces the first words: `forced` decoding is a prefix that ends with <end>
+(teacher forcing, for comparing models on identical words); branching is a prefix that ends
+with any chosen word, after which the chosen strategy continues.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from .data.vocab import Vocabulary
+from .models.base import CaptionModel, reorder
+
+STRATEGIES = ("greedy", "beam", "sample", "forced")
+
+
+@dataclass
+class DecodeSettings:
+    strategy: str = "beam"
+    beam_size: int = 3
+    max_len: int = 20
+    length_penalty: float = 0.0   # final score = sum log p / len ** length_penalty (0: none)
+    temperature: float = 1.0
+    seed: int = 0
+    top_k: int = 5                # alternatives recorded per step
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.strategy!r}; choose from {', '.join(STRATEGIES)}")
+        if self.beam_size < 1 or self.max_len < 1 or self.temperature <= 0 or self.top_k < 1:
+            raise ValueError("beam size, max length and top-k must be >= 1 and temperature > 0")
+
+    @property
+    def width(self) -> int:
+        return self.beam_size if self.strategy == "beam" else 1
+
+
+@dataclass
+class Hypothesis:
+    """One decoded sequence with everything recorded per emitted token (all CPU tensors)."""
+
+    tokens: list[int]
+    logprobs: list[float]
+    attention: torch.Tensor          # (T, K)
+    top_ids: torch.Tensor            # (T, top_k)
+    top_logprobs: torch.Tensor       # (T, top_k)
+    beta: torch.Tensor | None = None     # (T,)
+    sample: torch.Tensor | None = None   # (T,)
+    finished: bool = True
+    score: float = 0.0               # length-normalised total log-probability
+    extras: dict = field(default_factory=dict)
+
+
+@torch.no_grad()
+def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, settings: DecodeSettings,
+           vocab: Vocabulary, prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
+    """Decode a batch of images; returns, per image, its hypotheses best first (beam: `beam_size`).
+
+    <pad> and <start> are never generated (a forced prefix may still contain anything).
+    """
+    start, end = vocab.start, vocab.end
+    model.eval()
+    n_img, k, device = feats.shape[0], settings.width, feats.device
+    if settings.strategy == "forced" and not prefixes:
+        raise ValueError("forced decoding needs the caption to score")
+    prefixes = prefixes or [[] for _ in range(n_img)]
+    longest = max(len(p) for p in prefixes)
+    max_len = longest if settings.strategy == "forced" else max(settings.max_len, longest + 1)
+
+    seeds = torch.full((n_img,), settings.seed, dtype=torch.long, device=device)
+    state = model.init_state(feats, mask, seeds)
+    state = reorder(state, torch.arange(n_img, device=device).repeat_interleave(k))
+    words = torch.full((n_img * k,), start, dtype=torch.long, device=device)
+    scores = torch.full((n_img, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0
+    generator = torch.Generator(device=device).manual_seed(settings.seed)
+    banned = torch.tensor([vocab.pad, vocab.start], device=device)
+    history: list[dict] = []
+    finished: list[list[tuple]] = [[] for _ in range(n_img)]
+
+    for t in range(max_len):
+        step, state = model.forward_step(state, words)
+        logp = F.log_softmax(step.logits.float().index_fill(1, banned, float("-inf")), dim=-1)
+        top_lp, top_ids = logp.topk(min(settings.top_k, logp.shape[1]), dim=-1)
+        record = {"attention": step.attention, "top_ids": top_ids, "top_lp": top_lp,
+                  "beta": step.beta, "sample": step.sample}
+        candidates = _propose(logp, scores, prefixes, t, settings, generator)
+        parents, new_words, new_scores, word_lp = [], [], [], []
+        for i, cands in enumerate(candidates):
+            live = []
+            for row, word, score, lp in cands:
+                if score == float("-inf"):
+                    break
+                if word == end:
+                    if len(finished[i]) < k:
+                        finished[i].append((score, t, row, word, lp))
+                elif len(live) < k and len(finished[i]) < k:
+                    live.append((row, word, score, lp))
+            live += [(i * k, end, float("-inf"), 0.0)] * (k - len(live))  # dead filler rows
+            for row, word, score, lp in live:
+                parents.append(row); new_words.append(word); new_scores.append(score); word_lp.append(lp)
+        parents_t = torch.tensor(parents, device=device)
+        record.update(parent=parents, word=new_words, word_lp=word_lp)
+        history.append(record)
+        scores = torch.tensor(new_scores, device=device).view(n_img, k)
+        if all(len(f) >= k for f in finished) or bool(torch.isinf(scores).all()):
+            break
+        state = reorder(state, parents_t)
+        words = torch.tensor(new_words, device=device)
+
+    return _collect(history, finished, scores, n_img, k, settings.length_penalty)
+
+
+def _propose(logp, scores, prefixes, t, settings, generator):
+    """Per image: candidate (row, word, total score, word log-prob) tuples, best first."""
+    n_img, k = scores.shape
+    vocab = logp.shape[1]
+    total = scores.view(-1, 1) + logp
+    out = []
+    forced = [p[t] if t < len(p) else None for p in prefixes]
+    if settings.strategy == "sample":
+        probs = F.softmax(logp / settings.temperature, dim=-1)
+        drawn = torch.multinomial(probs, 1, generator=generator).squeeze(1).tolist()
+    elif settings.strategy in ("beam", "greedy"):
+        best_lp, best = total.view(n_img, k * vocab).topk(min(2 * k, k * vocab), dim=1)
+        best_lp, best = best_lp.tolist(), best.tolist()
+    for i in range(n_img):
+        if forced[i] is not None or settings.strategy == "forced":
+            word = forced[i] if forced[i] is not None else None
+            if word is None:                     # this image's forced caption is over
+                out.append([])
+                continue
+            row = i * k
+            out.append([(row, word, total[row, word].item(), logp[row, word].item())])
+        elif settings.strategy == "sample":
+            row = i * k
+            out.append([(row, drawn[row], total[row, drawn[row]].item(), logp[row, drawn[row]].item())])
+        else:
+            cands = []
+            for s, flat in zip(best_lp[i], best[i]):
+                row, word = i * k + flat // vocab, flat % vocab
+                cands.append((row, word, s, logp[row, word].item()))
+            out.append(cands)
+    return out
+
+
+def _collect(history, finished, scores, n_img, k, length_penalty) -> list[list[Hypothesis]]:
+    """Trace every finished (or, failing that, live) hypothesis back through its parents."""
+    stacked = {key: torch.stack([h[key] for h in history]).cpu() for key in ("attention", "top_ids", "top_lp")}
+    for key in ("beta", "sample"):
+        stacked[key] = torch.stack([h[key] for h in history]).cpu() if history[0][key] is not None else None
+    last = len(history) - 1
+    results = []
+    for i in range(n_img):
+        ends = [(s, t, row, w, lp, True) for s, t, row, w, lp in finished[i]]
+        if len(ends) < k:   # no (or too few) beams ended: return the live ones, marked unfinished
+            for j in range(k):
+                r = i * k + j
+                s = scores[i, j].item()
+                if s != float("-inf") and len(ends) < k:
+                    rec = history[last]
+                    ends.append((s, last, rec["parent"][r], rec["word"][r], rec["word_lp"][r], False))
+        hyps = [_backtrack(history, stacked, *e, length_penalty) for e in ends]
+        results.append(sorted(hyps, key=lambda h: -h.score))
+    return results
+
+
+def _backtrack(history, stacked, score, t_end, row, word, lp, done, length_penalty) -> Hypothesis:
+    rows, tokens, lps = [row], [word], [lp]
+    for t in range(t_end - 1, -1, -1):
+        rec = history[t]
+        tokens.append(rec["word"][row]); lps.append(rec["word_lp"][row])
+        row = rec["parent"][row]
+        rows.append(row)
+    rows, tokens, lps = rows[::-1], tokens[::-1], lps[::-1]
+    steps = torch.arange(len(rows))
+    idx = torch.tensor(rows)
+    pick = lambda key: None if stacked[key] is None else stacked[key][steps, idx]  # noqa: E731
+    return Hypothesis(tokens=tokens, logprobs=lps, attention=pick("attention"), top_ids=pick("top_ids"),
+                      top_logprobs=pick("top_lp"), beta=pick("beta"), sample=pick("sample"), finished=done,
+                      score=score / (len(tokens) ** length_penalty))

@@ -1,0 +1,83 @@
+"""Caption metrics through the standard COCO caption evaluation code (PyPI pycocoevalcap).
+
+BLEU-1..4, METEOR, ROUGE-L and CIDEr-D on PTB-tokenised text, exactly as the COCO server did.
+METEOR and the PTB tokenizer run on Java; without Java, METEOR is skipped with a warning and
+our own tokenizer stands in for PTB.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+
+
+from .data.vocab import tokenize
+from .decoding import DecodeSettings, decode
+from .vision import model_inputs
+
+
+def java_available() -> bool:
+    return shutil.which("java") is not None
+
+
+def score_captions(predictions: dict[str, str], references: dict[str, list[str]], meteor: bool = True) -> dict:
+    """Corpus metrics of predicted captions (one per id) against their references."""
+    from pycocoevalcap.bleu.bleu import Bleu
+    from pycocoevalcap.cider.cider import Cider
+    from pycocoevalcap.rouge.rouge import Rouge
+
+    ids = list(predictions)
+    gts = {i: [{"caption": c} for c in references[i]] for i in ids}
+    res = {i: [{"caption": predictions[i]}] for i in ids}
+    if java_available():
+        from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+        tok = PTBTokenizer()
+        gts, res = tok.tokenize(gts), tok.tokenize(res)
+    else:
+        print("warning: java not found: using the viewer's tokenizer and skipping METEOR", file=sys.stderr)
+        gts = {i: [" ".join(tokenize(c["caption"])) for c in v] for i, v in gts.items()}
+        res = {i: [" ".join(tokenize(c["caption"])) for c in v] for i, v in res.items()}
+        meteor = False
+    scorers = [(Bleu(4), ["BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4"]), (Rouge(), ["ROUGE-L"]), (Cider(), ["CIDEr"])]
+    if meteor:
+        from pycocoevalcap.meteor.meteor import Meteor
+        scorers.insert(1, (Meteor(), ["METEOR"]))
+    out = {}
+    for scorer, names in scorers:
+        score, _ = scorer.compute_score(gts, res)
+        for name, value in zip(names, score if isinstance(score, list) else [score]):
+            out[name] = round(float(value) * 100, 2)
+    return out
+
+
+def generate(loaded, items, names, settings: DecodeSettings, batch_size: int = 100, device="cpu") -> dict[str, str]:
+    """Captions for many images (features already computed), batched."""
+    out = {}
+    for i in range(0, len(items), batch_size):
+        x, mask = model_inputs(items[i:i + batch_size], loaded.attends_to, device)
+        hyps = decode(loaded.model, x, mask, settings, loaded.vocab)
+        for name, hs in zip(names[i:i + batch_size], hyps):
+            out[name] = " ".join(w for w in loaded.vocab.decode(hs[0].tokens) if w != "<end>")
+    return out
+
+
+def evaluate_split(loaded, data, split: str, cache, settings: DecodeSettings, device="cpu",
+                   meteor: bool = True, vision=None) -> tuple[dict, dict[str, str]]:
+    """Generate captions for a split and score them; returns (metrics, captions by image path)."""
+    paths = data.split(split)
+    if vision is not None:
+        cache.build(paths, vision)
+    items = [cache.load(p) for p in paths]
+    start = time.time()
+    captions = generate(loaded, items, paths, settings, device=device)
+    seconds = time.time() - start
+    metrics = score_captions(captions, {p: data.captions[p] for p in paths}, meteor=meteor)
+    metrics["images_per_s"] = round(len(paths) / max(seconds, 1e-9), 1)
+    return metrics, captions
+
+
+def write_captions(path: str, captions: dict[str, str]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump([{"image": k, "caption": v} for k, v in captions.items()], f, indent=1)
+

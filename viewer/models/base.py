@@ -1,0 +1,92 @@
+"""The small interface every decoder implements, and the model registry.
+
+Decoding (greedy, beam, sampling, forced, branching) and training only ever call:
+  state = model.init_state(features, mask, seed)     # per-image tensors, batch first
+  step, state = model.forward_step(state, words)     # one word for every row of the batch
+A state is a dict of tensors whose first dimension is the row, so decoding can reorder or
+expand it (beams) without knowing what is inside. A new model is one file + `@register`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+State = dict[str, torch.Tensor]
+REGISTRY: dict[str, tuple[type, dict]] = {}
+
+
+def register(name: str, **config):
+    """Class decorator: make `name` buildable with `config` as default hyper-parameters."""
+    def wrap(cls):
+        REGISTRY[name] = (cls, config)
+        return cls
+    return wrap
+
+
+def build_model(name: str, **hparams) -> "CaptionModel":
+    if name not in REGISTRY:
+        raise ValueError(f"unknown model type {name!r}; known: {', '.join(sorted(REGISTRY))}")
+    cls, config = REGISTRY[name]
+    return cls(**{**config, **hparams})
+
+
+@dataclass
+class Step:
+    """What one decoder step produced for every row."""
+
+    logits: torch.Tensor                        # (B, V) next-word scores
+    attention: torch.Tensor                     # (B, K) weights used to emit this word; rows sum to 1
+    beta: torch.Tensor | None = None            # (B,) SAT's gating scalar
+    sample: torch.Tensor | None = None          # (B,) attended cell drawn by hard attention
+    sample_logprob: torch.Tensor | None = None  # (B,) log alpha of that cell (training signal)
+
+
+def reorder(state: State, rows: torch.Tensor) -> State:
+    return {k: v.index_select(0, rows) for k, v in state.items()}
+
+
+def masked_mean(feats: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    m = mask.unsqueeze(-1).to(feats.dtype)
+    return (feats * m).sum(1) / m.sum(1).clamp(min=1.0)
+
+
+def attend(keys: torch.Tensor, query: torch.Tensor, mask: torch.Tensor, score: nn.Linear) -> torch.Tensor:
+    """Additive (Bahdanau) attention weights over K entries, padding masked out."""
+    e = score(torch.tanh(keys + query.unsqueeze(1))).squeeze(-1)
+    return F.softmax(e.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+class CaptionModel(nn.Module):
+    attends_to = "grid"   # "grid" (14x14 cells) or "regions" (detector boxes)
+
+    def init_state(self, feats: torch.Tensor, mask: torch.Tensor, seed: torch.Tensor | None = None) -> State:
+        raise NotImplementedError
+
+    def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
+        raise NotImplementedError
+
+    def loss(self, feats, mask, tokens, image_index) -> tuple[torch.Tensor, dict[str, float]]:
+        """Training loss; the default is cross-entropy under teacher forcing."""
+        logits, _ = self.teacher_forced(feats, mask, tokens, image_index)
+        xe = F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].T.flatten(), ignore_index=0)
+        return xe, {"xe": xe.item()}
+
+    def teacher_forced(self, feats, mask, tokens, image_index) -> tuple[torch.Tensor, list[Step]]:
+        """Run the decoder on ground-truth captions.
+
+        tokens (N, T) start with <start>, end with <end>, then padding (id 0); `image_index` maps
+        caption rows to images, so per-image work in `init_state` is done once per image, not
+        once per caption. All rows run every step (padding is masked in the loss): slicing
+        finished rows away each step costs more on a CPU than it saves, because every slice of
+        the attention memory becomes a full-size gradient buffer in backward.
+        Returns logits (T-1, N, V) and the per-step outputs.
+        """
+        state = reorder(self.init_state(feats, mask), image_index)
+        steps = []
+        for t in range(tokens.shape[1] - 1):
+            step, state = self.forward_step(state, tokens[:, t])
+            steps.append(step)
+        return torch.stack([s.logits for s in steps]), steps

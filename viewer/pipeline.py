@@ -1,0 +1,84 @@
+"""The one entry point the CLI, the app, diagnostics and benchmarks call: photo + model + settings -> traces.
+
+It owns the loaded vision stack and decoders and a bounded cache of per-photo features, so
+re-decoding a photo (another model, another setting, a branch) never re-runs the encoder.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+
+import torch
+
+from . import checkpoints
+from .decoding import DecodeSettings, decode
+from .device import pick_device
+from .images import Photo, squash
+from .trace import AttentionTrace, build_trace
+from .vision import ImageFeatures, VisionStack, model_inputs
+
+
+class Captioner:
+    def __init__(self, device: str | None = None, checkpoint_dir: str = checkpoints.CHECKPOINT_DIR,
+                 max_cached_photos: int = 64):
+        self.device = pick_device(device)
+        self.checkpoint_dir = checkpoint_dir
+        self._vision: VisionStack | None = None
+        self._models: dict[str, checkpoints.LoadedModel] = {}
+        self._features: OrderedDict[str, ImageFeatures] = OrderedDict()
+        self.max_cached_photos = max_cached_photos
+
+    @property
+    def vision(self) -> VisionStack:
+        if self._vision is None:
+            self._vision = VisionStack(self.device)
+        return self._vision
+
+    def model(self, name_or_path: str) -> checkpoints.LoadedModel:
+        path = checkpoints.resolve(name_or_path, self.checkpoint_dir)
+        if path not in self._models:
+            self._models[path] = checkpoints.load(path, self.device)
+        return self._models[path]
+
+    def features(self, photos: list[Photo]) -> list[ImageFeatures]:
+        """Features for each photo, computing the missing ones in one batch; LRU-bounded cache."""
+        keys = [_photo_key(p) for p in photos]
+        todo = {k: p for k, p in zip(keys, photos) if k not in self._features}
+        if todo:
+            for k, f in zip(todo, self.vision.extract([squash(p) for p in todo.values()])):
+                self._features[k] = f
+        out = []
+        for k in keys:
+            self._features.move_to_end(k)
+            out.append(self._features[k])
+        while len(self._features) > self.max_cached_photos:
+            self._features.popitem(last=False)
+        return out
+
+    def caption(self, photos: list[Photo], model: str, settings: DecodeSettings | None = None,
+                prefixes: list[list[str]] | None = None) -> list[list[AttentionTrace]]:
+        """Decode every photo; per photo the traces best first (several for beam search).
+
+        `prefixes` (words) force the start of each caption: branching from a chosen word.
+        """
+        settings = settings or DecodeSettings()
+        lm = self.model(model)
+        feats = self.features(photos)
+        x, mask = model_inputs(feats, lm.attends_to, self.device)
+        ids = None if prefixes is None else [[lm.vocab.index.get(w, lm.vocab.unk) for w in p] for p in prefixes]
+        hyps = decode(lm.model, x, mask, settings, lm.vocab, ids)
+        return [[build_trace(h, lm.vocab, lm.name, lm.attends_to, p.width, p.height, p.name, f.regions)
+                 for h in hs] for hs, p, f in zip(hyps, photos, feats)]
+
+    def force(self, photos: list[Photo], model: str, captions: list[str], seed: int = 0) -> list[AttentionTrace]:
+        """Score given captions with teacher forcing; the attention each model gives those exact words."""
+        lm = self.model(model)
+        prefixes = [lm.vocab.decode(lm.vocab.encode(c)) + ["<end>"] for c in captions]
+        settings = DecodeSettings(strategy="forced", seed=seed)
+        return [hs[0] for hs in self.caption(photos, model, settings, prefixes)]
+
+
+def _photo_key(photo: Photo) -> str:
+    h = hashlib.sha1(photo.rgb.tobytes())
+    h.update(str(photo.rgb.shape).encode())
+    return h.hexdigest()

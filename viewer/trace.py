@@ -1,0 +1,122 @@
+"""AttentionTrace: the words of one decode, each with the attention that produced it.
+
+Everything the viewer shows is read from a trace; it round-trips through JSON (the
+`caption --json` schema in the README) so a view can be reproduced from the command line.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .images import GRID, to_pixels
+
+
+@dataclass
+class TraceStep:
+    word: str
+    token: int
+    logprob: float
+    attention: np.ndarray                   # (K,) sums to 1: 196 grid cells (row-major) or K regions
+    alternatives: list[tuple[str, float]]   # top next words with their probabilities, best first
+    beta: float | None = None               # SAT's gating scalar
+    sample: int | None = None               # hard attention: the attended cell, row-major index
+
+    @property
+    def entropy(self) -> float:
+        p = self.attention[self.attention > 0]
+        return float(-(p * np.log(p)).sum())
+
+
+@dataclass
+class AttentionTrace:
+    model: str
+    attends_to: str                          # "grid" or "regions"
+    steps: list[TraceStep]
+    width: int                               # original photo size, for mapping boxes and cells
+    height: int
+    image: str = ""
+    score: float = 0.0
+    finished: bool = True
+    region_boxes: np.ndarray | None = None   # (K, 4) normalised on the model input
+    region_labels: list[str] = field(default_factory=list)
+    region_scores: np.ndarray | None = None
+
+    @property
+    def words(self) -> list[str]:
+        return [s.word for s in self.steps if s.word != "<end>"]
+
+    @property
+    def caption(self) -> str:
+        return " ".join(self.words)
+
+    def grid(self, t: int) -> np.ndarray:
+        """The 14x14 attention map of step t."""
+        return self.steps[t].attention.reshape(GRID, GRID)
+
+    def coverage(self, t: int) -> np.ndarray:
+        """Attention summed over steps 0..t (the doubly stochastic regulariser's quantity)."""
+        return np.sum([s.attention for s in self.steps[: t + 1]], axis=0)
+
+    def boxes_pixels(self) -> np.ndarray:
+        return to_pixels(self.region_boxes, self.width, self.height)
+
+    def to_json(self) -> dict:
+        steps = []
+        for s in self.steps:
+            item = {"word": s.word, "logprob": round(s.logprob, 6),
+                    "alternatives": [{"word": w, "prob": round(p, 6)} for w, p in s.alternatives]}
+            if self.attends_to == "grid":
+                item["grid"] = np.round(s.attention.reshape(GRID, GRID), 6).tolist()
+            else:
+                item["regions"] = [{"box": [round(v, 2) for v in box], "label": label, "score": round(float(sc), 4),
+                                    "weight": round(float(w), 6)}
+                                   for box, label, sc, w in zip(self.boxes_pixels().tolist(), self.region_labels,
+                                                                self.region_scores, s.attention)]
+            if s.beta is not None:
+                item["beta"] = round(s.beta, 6)
+            if s.sample is not None:
+                item["sample"] = [s.sample // GRID, s.sample % GRID]
+            steps.append(item)
+        return {"image": self.image, "width": self.width, "height": self.height, "model": self.model,
+                "attends_to": self.attends_to, "caption": self.caption, "score": round(self.score, 6),
+                "finished": self.finished, "steps": steps}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "AttentionTrace":
+        steps, boxes, labels, scores = [], None, [], None
+        for s in obj["steps"]:
+            if "grid" in s:
+                att = np.asarray(s["grid"], dtype=np.float32).reshape(-1)
+            else:
+                att = np.asarray([r["weight"] for r in s["regions"]], dtype=np.float32)
+                px = np.asarray([r["box"] for r in s["regions"]], dtype=np.float64)
+                boxes = (px / np.array([obj["width"], obj["height"]] * 2)).astype(np.float32)
+                labels = [r["label"] for r in s["regions"]]
+                scores = np.asarray([r["score"] for r in s["regions"]], dtype=np.float32)
+            sample = s.get("sample")
+            steps.append(TraceStep(s["word"], -1, s["logprob"], att,
+                                   [(a["word"], a["prob"]) for a in s.get("alternatives", [])],
+                                   s.get("beta"), None if sample is None else sample[0] * GRID + sample[1]))
+        return cls(obj["model"], obj.get("attends_to", "grid" if boxes is None else "regions"), steps,
+                   obj["width"], obj["height"], obj.get("image", ""), obj.get("score", 0.0),
+                   obj.get("finished", True), boxes, labels, scores)
+
+
+def build_trace(hyp, vocab, model_name: str, attends_to: str, width: int, height: int, image: str = "",
+                regions=None) -> AttentionTrace:
+    """Turn a decoding.Hypothesis (token ids, tensors) into a trace with words and numpy arrays."""
+    steps = []
+    for t, token in enumerate(hyp.tokens):
+        att = hyp.attention[t].double().numpy()
+        k = len(regions) if regions is not None and attends_to == "regions" else att.shape[0]
+        att = att[:k] / att[:k].sum()
+        alts = [(vocab.words[i], math.exp(lp)) for i, lp in zip(hyp.top_ids[t].tolist(), hyp.top_logprobs[t].tolist())]
+        steps.append(TraceStep(vocab.words[token], token, float(hyp.logprobs[t]), att.astype(np.float32), alts,
+                               None if hyp.beta is None else float(hyp.beta[t]),
+                               None if hyp.sample is None else int(hyp.sample[t])))
+    kw = {}
+    if attends_to == "regions" and regions is not None:
+        kw = {"region_boxes": regions.boxes, "region_labels": list(regions.labels), "region_scores": regions.scores}
+    return AttentionTrace(model_name, attends_to, steps, width, height, image, hyp.score, hyp.finished, **kw)

@@ -1,0 +1,195 @@
+"""Train a decoder on cached image features: resumable, logged, early-stopped on dev CIDEr.
+
+Speed matters on a 2-core CPU, so a batch is B images with ALL their captions: each image's
+feature projections are computed once for its five captions, captions are sorted by length so
+step t only runs on captions still going, and the loss is one cross-entropy call per batch.
+
+Files in --out: `last.safetensors` (fp32, with optimizer state in `last.optim.pt`, tensors
+only), `best.safetensors` (fp16, the one to ship), `log.jsonl` (one line per epoch).
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from dataclasses import dataclass, field
+
+import torch
+from tqdm import tqdm
+
+from . import checkpoints
+from .data.cache import FeatureCache
+from .data.datasets import load_dataset
+from .data.vocab import Vocabulary
+from .decoding import DecodeSettings
+from .evaluate import evaluate_split
+from .models import REGISTRY, build_model
+from .vision import VisionStack, model_inputs
+from .vision.regions import MAX_REGIONS
+
+
+@dataclass
+class TrainConfig:
+    model: str
+    data: str
+    out: str
+    epochs: int = 20
+    batch_images: int = 32
+    lr: float = 4e-4
+    lr_decay: float = 0.8          # per epoch without improvement
+    min_freq: int = 5
+    max_words: int = 22            # longer training captions are cut (95% of Flickr8k's are <= 18 words)
+    patience: int = 4
+    clip: float = 5.0
+    dev_beam: int = 3
+    dev_images: int = 0            # 0: the whole dev split
+    seed: int = 0
+    device: str = "cpu"
+    cache: str | None = None
+    resume: bool = False
+    init_from: str | None = None   # warm start from a checkpoint of the same architecture
+    hparams: dict = field(default_factory=dict)
+
+
+class FeatureTable:
+    """All images' model inputs in memory (fp16), gathered per batch."""
+
+    def __init__(self, paths, cache: FeatureCache, attends_to: str, chunk: int = 256):
+        self.index = {p: i for i, p in enumerate(paths)}
+        feats, masks = [], []
+        for i in range(0, len(paths), chunk):
+            x, m = model_inputs([cache.load(p) for p in paths[i:i + chunk]], attends_to)
+            if attends_to == "regions":   # pad every chunk to the same region count
+                x = torch.nn.functional.pad(x, (0, 0, 0, MAX_REGIONS - x.shape[1]))
+                m = torch.nn.functional.pad(m, (0, MAX_REGIONS - m.shape[1]))
+            feats.append(x.half()); masks.append(m)
+        self.feats, self.mask = torch.cat(feats), torch.cat(masks)
+        keep = self.mask.any(0)              # drop padding columns nobody uses
+        self.feats, self.mask = self.feats[:, keep], self.mask[:, keep]
+
+    def batch(self, paths, device):
+        idx = torch.tensor([self.index[p] for p in paths])
+        return self.feats[idx].to(device, torch.float32), self.mask[idx].to(device)
+
+
+def length_buckets(paths, encoded, batch_images: int, rng: random.Random, pool: int = 20) -> list[list[str]]:
+    """Shuffled batches of images whose longest captions are similar, so little time goes to padding."""
+    order = paths[:]
+    rng.shuffle(order)
+    batches = []
+    for i in range(0, len(order), batch_images * pool):
+        chunk = sorted(order[i:i + batch_images * pool], key=lambda p: max(len(c) for c in encoded[p]))
+        batches += [chunk[j:j + batch_images] for j in range(0, len(chunk), batch_images)]
+    rng.shuffle(batches)
+    return batches
+
+
+def make_batch(paths, encoded, device):
+    """All captions of the given images: tokens (N, T) padded with 0 (<pad>), and their image rows."""
+    rows = [(j, c) for j, p in enumerate(paths) for c in encoded[p]]
+    tokens = torch.zeros(len(rows), max(len(c) for _, c in rows), dtype=torch.long)
+    for i, (_, c) in enumerate(rows):
+        tokens[i, :len(c)] = torch.tensor(c)
+    image_index = torch.tensor([j for j, _ in rows])
+    return tokens.to(device), image_index.to(device)
+
+
+def train(cfg: TrainConfig, log=print) -> dict:
+    torch.manual_seed(cfg.seed)
+    random.seed(cfg.seed)
+    if cfg.model not in REGISTRY:
+        raise ValueError(f"unknown model type {cfg.model!r}; known: {', '.join(sorted(REGISTRY))}")
+    device = torch.device(cfg.device)
+    os.makedirs(cfg.out, exist_ok=True)
+    data = load_dataset(cfg.data)
+    train_paths, dev_paths = data.split("train"), data.split("dev")
+    if cfg.dev_images:
+        dev_paths = dev_paths[: cfg.dev_images]
+        data.splits["dev"] = dev_paths
+    cache = FeatureCache(cfg.cache)
+    if cache.missing(train_paths + dev_paths):
+        cache.build(train_paths + dev_paths, VisionStack(device), log=log)
+
+    last_path = os.path.join(cfg.out, "last.safetensors")
+    resumed = None
+    if cfg.resume and os.path.exists(last_path):
+        resumed = checkpoints.load(last_path, device)
+        vocab, model = resumed.vocab, resumed.model
+        hparams = resumed.meta["hparams"]
+    else:
+        vocab = Vocabulary.build((c for p in train_paths for c in data.captions[p]), cfg.min_freq)
+        cls_config = REGISTRY[cfg.model][1]
+        hparams = {**cls_config, **cfg.hparams, "vocab_size": len(vocab)}
+        table_probe = cache.load(train_paths[0])
+        x, _ = model_inputs([table_probe], REGISTRY[cfg.model][0].attends_to)
+        hparams["feature_dim"] = x.shape[-1]
+        model = build_model(cfg.model, **hparams).to(device)
+        if cfg.init_from:
+            init = checkpoints.load(cfg.init_from, device)
+            if init.vocab.words != vocab.words:
+                raise ValueError(f"{cfg.init_from}: its vocabulary differs from this data's; cannot warm-start")
+            model.load_state_dict(init.model.state_dict())
+            log(f"warm start from {cfg.init_from}")
+    encoded = {p: [[vocab.start] + vocab.encode(c)[: cfg.max_words] + [vocab.end] for c in data.captions[p]]
+               for p in train_paths}
+    log(f"{cfg.model}: vocabulary {len(vocab)}, {len(train_paths)} train images, {len(dev_paths)} dev images, "
+        f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
+    table = FeatureTable(train_paths, cache, model.attends_to)
+
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    progress = {"epoch": 0, "best": -1.0, "bad_epochs": 0, "lr": cfg.lr}
+    if resumed is not None:
+        progress.update(resumed.meta.get("progress", {}))
+        optim_path = os.path.join(cfg.out, "last.optim.pt")
+        if os.path.exists(optim_path):
+            opt.load_state_dict(torch.load(optim_path, map_location=device, weights_only=True))
+        log(f"resumed after epoch {progress['epoch']} (best dev CIDEr {progress['best']})")
+    for group in opt.param_groups:
+        group["lr"] = progress["lr"]
+
+    log_path = os.path.join(cfg.out, "log.jsonl")
+    dev_settings = DecodeSettings(strategy="beam", beam_size=cfg.dev_beam, max_len=cfg.max_words)
+    while progress["epoch"] < cfg.epochs and progress["bad_epochs"] < cfg.patience:
+        epoch = progress["epoch"] + 1
+        model.train()
+        batches = length_buckets(train_paths, encoded, cfg.batch_images, random.Random(cfg.seed + epoch))
+        start, n_caps, sums = time.time(), 0, {}
+        bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", mininterval=10)
+        for paths in bar:
+            feats, mask = table.batch(paths, device)
+            tokens, image_index = make_batch(paths, encoded, device)
+            loss, logs = model.loss(feats, mask, tokens, image_index)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+            opt.step()
+            n_caps += len(tokens)
+            for k, v in logs.items():
+                sums[k] = sums.get(k, 0.0) + v
+            bar.set_postfix(loss=f"{loss.item():.3f}", caps_s=f"{n_caps / (time.time() - start):.0f}")
+        train_seconds = time.time() - start
+        lm = checkpoints.LoadedModel(model, vocab, {"name": cfg.model})
+        metrics, _ = evaluate_split(lm, data, "dev", cache, dev_settings, device=device)
+        record = {"epoch": epoch, **{k: round(v / len(batches), 4) for k, v in sums.items()},
+                  "captions_per_s": round(n_caps / train_seconds, 1), "train_s": round(train_seconds, 1),
+                  "lr": progress["lr"], "dev": metrics}
+        with open(log_path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+        log(json.dumps(record))
+        improved = metrics["CIDEr"] > progress["best"]
+        progress.update(epoch=epoch, bad_epochs=0 if improved else progress["bad_epochs"] + 1)
+        meta = {"training": {"data": os.path.abspath(cfg.data), "epochs": epoch, "config": {**cfg.__dict__}},
+                "dev_metrics": metrics, "dev_settings": {"beam": cfg.dev_beam}}
+        if improved:
+            progress["best"] = metrics["CIDEr"]
+            checkpoints.save(os.path.join(cfg.out, "best.safetensors"), model, vocab, cfg.model, cfg.model,
+                             hparams, {**meta, "progress": dict(progress)})
+        else:
+            progress["lr"] *= cfg.lr_decay
+            for group in opt.param_groups:
+                group["lr"] = progress["lr"]
+        checkpoints.save(last_path, model, vocab, cfg.model, cfg.model, hparams,
+                         {**meta, "progress": dict(progress)}, half=False)
+        torch.save(opt.state_dict(), os.path.join(cfg.out, "last.optim.pt"))
+    return progress

@@ -1,0 +1,59 @@
+"""Image features: the 14x14 grid encoder and the bottom-up region proposer, run together.
+
+`VisionStack.extract` is the single place where squashed images become model inputs; the
+feature cache used for training and the live pipeline both go through it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..images import INPUT_SIZE
+from . import encoder, regions
+from .regions import Regions
+
+SPEC = {"preprocess": f"squash to {INPUT_SIZE}x{INPUT_SIZE} (PIL bicubic, no crop)",
+        "encoder": encoder.SPEC, "detector": regions.SPEC}
+SPEC_KEY = hashlib.sha1(json.dumps(SPEC, sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass
+class ImageFeatures:
+    """What the decoders need from one photo: grid annotation vectors and detector regions."""
+
+    grid: torch.Tensor   # (196, 1280), any float dtype, on CPU
+    regions: Regions
+
+
+class VisionStack:
+    """Grid encoder + region detector, loaded once."""
+
+    def __init__(self, device: torch.device | str = "cpu"):
+        self.device = torch.device(device)
+        self.encoder = encoder.GridEncoder().to(self.device)
+        self.detector = regions.RegionDetector()
+
+    def extract(self, images: list[np.ndarray]) -> list[ImageFeatures]:
+        """Squashed uint8 RGB images (224x224x3) -> features, one encoder call for the batch."""
+        grids = self.encoder(torch.from_numpy(np.stack(images))).cpu()
+        return [ImageFeatures(g, self.detector.detect(img)) for g, img in zip(grids, images)]
+
+
+def model_inputs(items: list[ImageFeatures], attends_to: str, device: torch.device | str = "cpu"
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batch features for a decoder: (B, K, D) float32 and a (B, K) bool mask of real entries."""
+    if attends_to == "grid":
+        feats = torch.stack([it.grid for it in items]).to(device, torch.float32)
+        return feats, torch.ones(feats.shape[:2], dtype=torch.bool, device=device)
+    k = max(len(it.regions) for it in items)
+    boxes = torch.zeros(len(items), k, 4)
+    mask = torch.zeros(len(items), k, dtype=torch.bool)
+    for i, it in enumerate(items):
+        boxes[i, :len(it.regions)] = torch.from_numpy(it.regions.boxes)
+        mask[i, :len(it.regions)] = True
+    grid = torch.stack([it.grid for it in items]).to(device, torch.float32)
+    return regions.region_features(grid, boxes.to(device)), mask.to(device)
