@@ -6,6 +6,8 @@ our own tokenizer stands in for PTB.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 import sys
@@ -45,7 +47,8 @@ def score_captions(predictions: dict[str, str], references: dict[str, list[str]]
         scorers.insert(1, (Meteor(), ["METEOR"]))
     out = {}
     for scorer, names in scorers:
-        score, _ = scorer.compute_score(gts, res)
+        with contextlib.redirect_stdout(io.StringIO()):   # the scorers print their internals
+            score, _ = scorer.compute_score(gts, res)
         for name, value in zip(names, score if isinstance(score, list) else [score]):
             out[name] = round(float(value) * 100, 2)
     return out

@@ -1,0 +1,116 @@
+"""Shared fixtures: a tiny captioned dataset made from assets/, and small models trained on it.
+
+The tiny models are trained by the tests themselves (a few hundred steps on six photos), so
+decoding, checkpoint and CLI tests exercise real trained weights without the shipped ones.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ASSETS = os.path.join(ROOT, "assets")
+
+CAPTIONS = {
+    "astronaut.jpg": ["a woman in an orange space suit smiles in front of a flag",
+                      "an astronaut holds a helmet and smiles",
+                      "a smiling woman in a space suit poses with a flag"],
+    "coffee.jpg": ["a cup of coffee sits on a saucer on a table",
+                   "a white cup of coffee with a spoon on a saucer",
+                   "a cup of coffee on a red table"],
+    "chelsea.jpg": ["a tabby cat looks to the side",
+                    "a small cat with stripes sits on a mat",
+                    "a cat with green eyes looks at something"],
+    "rocket.jpg": ["a rocket lifts off from a launch pad",
+                   "a white rocket launches into the blue sky",
+                   "a rocket takes off with smoke and fire"],
+    "motorcycle.jpg": ["a red motorcycle is parked in a room",
+                       "a motorcycle stands in front of a wall",
+                       "a shiny motorcycle parked indoors"],
+    "grace_hopper.jpg": ["a woman in a navy uniform poses for a portrait",
+                         "an old portrait of an officer in uniform",
+                         "a woman in uniform with medals smiles"],
+}
+MODEL_TYPES = ("sat-soft", "sat-hard", "updown")
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory) -> str:
+    """A Flickr8k-layout folder: all six photos in train, two of them also in dev."""
+    root = tmp_path_factory.mktemp("tiny_data")
+    os.makedirs(root / "images")
+    lines = []
+    for name, caps in CAPTIONS.items():
+        shutil.copy(os.path.join(ASSETS, name), root / "images" / name)
+        lines += [f"{name}#{i}\t{c}" for i, c in enumerate(caps)]
+    (root / "captions.txt").write_text("\n".join(lines) + "\n")
+    (root / "train_images.txt").write_text("\n".join(CAPTIONS) + "\n")
+    (root / "dev_images.txt").write_text("chelsea.jpg\nrocket.jpg\n")
+    return str(root)
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("feature_cache"))
+
+
+@pytest.fixture(scope="session")
+def vision():
+    from viewer.vision import VisionStack
+    return VisionStack("cpu")
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoints(tiny_data, cache_dir, vision, tmp_path_factory) -> str:
+    """A folder with one small trained checkpoint per model type, named like the shipped ones."""
+    from viewer import checkpoints
+    from viewer.data.cache import FeatureCache
+    from viewer.data.datasets import load_dataset
+    from viewer.data.vocab import Vocabulary
+    from viewer.models import build_model
+    from viewer.train import FeatureTable, make_batch
+
+    folder = tmp_path_factory.mktemp("checkpoints")
+    data = load_dataset(tiny_data)
+    paths = data.split("train")
+    cache = FeatureCache(cache_dir)
+    cache.build(paths, vision, log=lambda *a: None)
+    vocab = Vocabulary.build((c for p in paths for c in data.captions[p]), min_freq=1)
+    encoded = {p: [[vocab.start] + vocab.encode(c) + [vocab.end] for c in data.captions[p]] for p in paths}
+    for model_type in MODEL_TYPES:
+        torch.manual_seed(0)
+        hparams = {"vocab_size": len(vocab), "embed_dim": 32, "hidden_dim": 64, "att_dim": 32, "dropout": 0.0}
+        if model_type != "updown":
+            hparams["proj_dim"] = 64
+        table = FeatureTable(paths, cache, "regions" if model_type == "updown" else "grid")
+        hparams["feature_dim"] = table.feats.shape[-1]
+        if model_type != "updown":
+            hparams["attention"] = model_type.split("-")[1]
+        model = build_model(model_type, **hparams)
+        opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+        feats, mask = table.batch(paths, "cpu")
+        tokens, image_index = make_batch(paths, encoded, "cpu")
+        model.train()
+        for _ in range(150):
+            loss, _ = model.loss(feats, mask, tokens, image_index)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        checkpoints.save(str(folder / f"{model_type}.safetensors"), model, vocab, model_type, model_type, hparams,
+                         {"training": {"data": "tests/tiny"}})
+    return str(folder)
+
+
+@pytest.fixture(scope="session")
+def captioner(tiny_checkpoints):
+    from viewer.pipeline import Captioner
+    return Captioner("cpu", checkpoint_dir=tiny_checkpoints)
+
+
+@pytest.fixture
+def photo():
+    from viewer.images import load_photo
+    return load_photo(os.path.join(ASSETS, "coffee.jpg"))

@@ -1,0 +1,101 @@
+"""Our safetensors checkpoint format: round trip, and clear refusals of anything else."""
+import json
+import os
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from viewer import checkpoints
+from viewer.checkpoints import CheckpointError
+from viewer.decoding import DecodeSettings
+from viewer.pipeline import Captioner
+
+from conftest import MODEL_TYPES
+
+
+def _rewrite_meta(src, dst, change):
+    from safetensors import safe_open
+    with safe_open(src, framework="pt") as f:
+        meta = json.loads(f.metadata()["viewer"])
+    change(meta)
+    save_file(load_file(src), dst, metadata={"viewer": json.dumps(meta)})
+
+
+@pytest.mark.parametrize("model", MODEL_TYPES)
+def test_round_trip_gives_identical_traces(tiny_checkpoints, captioner, photo, tmp_path, model):
+    loaded = captioner.model(model)
+    path = str(tmp_path / "copy.safetensors")
+    checkpoints.save(path, loaded.model, loaded.vocab, "copy", loaded.meta["model_type"], loaded.meta["hparams"],
+                     half=False)
+    again = checkpoints.load(path)
+    for (k, v), (k2, v2) in zip(loaded.model.state_dict().items(), again.model.state_dict().items()):
+        assert k == k2 and torch.equal(v, v2)
+    settings = DecodeSettings(strategy="beam", beam_size=2)
+    a = captioner.caption([photo], model, settings)[0][0]
+    b = captioner.caption([photo], path, settings)[0][0]
+    assert a.words == b.words
+    assert all(np.array_equal(x.attention, y.attention) for x, y in zip(a.steps, b.steps))
+
+
+def test_metadata_says_what_the_model_is(tiny_checkpoints):
+    meta = checkpoints.read_meta(os.path.join(tiny_checkpoints, "sat-soft.safetensors"))
+    for key in ("model_type", "hparams", "vocab", "vision_spec", "date", "code_version", "training"):
+        assert key in meta
+    assert meta["vocab"][:4] == ["<pad>", "<start>", "<end>", "<unk>"]
+
+
+@pytest.mark.parametrize("field", ["vocab", "model_type", "hparams", "format"])
+def test_missing_field_is_refused(tiny_checkpoints, tmp_path, field):
+    dst = str(tmp_path / "bad.safetensors")
+    _rewrite_meta(os.path.join(tiny_checkpoints, "updown.safetensors"), dst, lambda m: m.pop(field))
+    with pytest.raises(CheckpointError, match=field):
+        checkpoints.load(dst)
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda m: m.update(model_type="transformer"), "unknown model type"),
+    (lambda m: m.update(vision_spec_key="0123456789ab"), "other image features"),
+    (lambda m: m.update(format="someone-else/3"), "format"),
+    (lambda m: m["hparams"].update(hidden_dim=999), "do not match|cannot rebuild"),
+    (lambda m: m["hparams"].update(no_such_option=1), "cannot rebuild"),
+])
+def test_wrong_field_is_refused(tiny_checkpoints, tmp_path, change, words):
+    dst = str(tmp_path / "bad.safetensors")
+    _rewrite_meta(os.path.join(tiny_checkpoints, "sat-soft.safetensors"), dst, change)
+    with pytest.raises(CheckpointError, match=words):
+        checkpoints.load(dst)
+
+
+def test_pickle_is_never_unpickled(tmp_path):
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(pickle.dumps({"state_dict": Payload()}))
+    with pytest.raises(CheckpointError, match="not a safetensors checkpoint"):
+        checkpoints.load(str(path))
+    assert not marker.exists()
+
+
+def test_other_files_are_refused_clearly(tmp_path):
+    plain = tmp_path / "plain.safetensors"
+    save_file({"w": torch.zeros(2)}, str(plain))
+    with pytest.raises(CheckpointError, match="without viewer metadata"):
+        checkpoints.load(str(plain))
+    with pytest.raises(CheckpointError, match="no such checkpoint"):
+        checkpoints.load(str(tmp_path / "missing.safetensors"))
+    truncated = tmp_path / "cut.safetensors"
+    truncated.write_bytes(plain.read_bytes()[:20])
+    with pytest.raises(CheckpointError):
+        checkpoints.load(str(truncated))
+
+
+def test_unknown_model_name_lists_the_available_ones(tiny_checkpoints):
+    with pytest.raises(CheckpointError, match="sat-soft"):
+        Captioner("cpu", checkpoint_dir=tiny_checkpoints).model("nonexistent")

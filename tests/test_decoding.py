@@ -1,0 +1,150 @@
+"""One decoding loop for all models: traces, beams, forced scoring, sampling, branching."""
+import numpy as np
+import pytest
+
+from viewer.decoding import DecodeSettings
+from viewer.images import GRID
+
+from conftest import MODEL_TYPES
+
+
+@pytest.mark.parametrize("model", MODEL_TYPES)
+@pytest.mark.parametrize("strategy", ["greedy", "beam", "sample"])
+def test_every_step_has_normalised_attention_of_the_right_shape(captioner, photo, model, strategy):
+    traces = captioner.caption([photo], model, DecodeSettings(strategy=strategy, beam_size=3))[0]
+    assert len(traces) == (3 if strategy == "beam" else 1)
+    for trace in traces:
+        assert trace.steps, "a caption with no step"
+        for step in trace.steps:
+            assert np.isclose(step.attention.sum(), 1.0, atol=1e-5)
+            assert (step.attention >= 0).all()
+            if model == "updown":
+                assert step.attention.shape == (len(trace.region_labels),)
+            else:
+                assert step.attention.shape == (GRID * GRID,)
+                assert 0.0 < step.beta < 1.0
+            assert (step.sample is not None) == (model == "sat-hard")
+            probs = [p for _, p in step.alternatives]
+            assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1.0 + 1e-6
+            assert np.isclose(step.logprob, np.log(dict(step.alternatives).get(step.word, np.exp(step.logprob))),
+                              atol=1e-4)
+
+
+def test_trained_tiny_model_describes_a_training_photo(captioner, photo):
+    trace = captioner.caption([photo], "sat-soft", DecodeSettings(strategy="greedy"))[0][0]
+    assert "coffee" in trace.words or "cup" in trace.words   # it learned the six photos' captions
+
+
+@pytest.mark.parametrize("model", MODEL_TYPES)
+def test_beam_attention_equals_forced_decoding_of_that_beam(captioner, photo, model):
+    beams = captioner.caption([photo], model, DecodeSettings(strategy="beam", beam_size=3))[0]
+    for beam in beams:
+        if not beam.finished:
+            continue
+        forced = captioner.force([photo], model, [beam.caption])[0]
+        assert [s.word for s in forced.steps] == [s.word for s in beam.steps]
+        for a, b in zip(beam.steps, forced.steps):
+            assert np.allclose(a.attention, b.attention, atol=1e-5)
+            assert np.isclose(a.logprob, b.logprob, atol=1e-4)
+            assert a.sample == b.sample
+
+
+def test_beams_are_sorted_and_distinct(captioner, photo):
+    beams = captioner.caption([photo], "sat-soft", DecodeSettings(strategy="beam", beam_size=4))[0]
+    scores = [b.score for b in beams]
+    assert scores == sorted(scores, reverse=True)
+    assert len({b.caption for b in beams}) == len(beams)
+    assert np.isclose(beams[0].score, sum(s.logprob for s in beams[0].steps), atol=1e-4)
+
+
+def test_beam_size_one_is_greedy(captioner, photo):
+    for model in MODEL_TYPES:
+        greedy = captioner.caption([photo], model, DecodeSettings(strategy="greedy"))[0][0]
+        beam1 = captioner.caption([photo], model, DecodeSettings(strategy="beam", beam_size=1))[0][0]
+        assert greedy.words == beam1.words
+
+
+def test_no_beam_ends_gives_unfinished_beams(captioner, photo):
+    beams = captioner.caption([photo], "sat-soft", DecodeSettings(strategy="beam", beam_size=3, max_len=2))[0]
+    assert beams and all(len(b.steps) <= 2 for b in beams)
+    assert any(not b.finished for b in beams)
+
+
+def test_length_penalty_divides_by_length(captioner, photo):
+    plain = captioner.caption([photo], "sat-soft", DecodeSettings(strategy="beam", length_penalty=0.0))[0]
+    normed = captioner.caption([photo], "sat-soft", DecodeSettings(strategy="beam", length_penalty=1.0))[0]
+    for b in normed:
+        assert np.isclose(b.score, sum(s.logprob for s in b.steps) / len(b.steps), atol=1e-4)
+    assert plain[0].score <= 0
+
+
+@pytest.mark.parametrize("model", ["sat-soft", "sat-hard"])
+def test_sampling_is_reproducible_with_a_seed(captioner, photo, model):
+    run = lambda seed: captioner.caption([photo], model, DecodeSettings(strategy="sample", seed=seed, temperature=1.5))[0][0]
+    a, b = run(7), run(7)
+    assert a.words == b.words and [s.sample for s in a.steps] == [s.sample for s in b.steps]
+    assert any(run(s).words != a.words for s in range(8)), "different seeds never change the sample"
+
+
+def test_hard_attention_samples_depend_on_the_seed_and_follow_alpha(captioner, photo):
+    traces = [captioner.caption([photo], "sat-hard", DecodeSettings(strategy="greedy", seed=s))[0][0] for s in range(6)]
+    first_cells = {t.steps[0].sample for t in traces}
+    assert len(first_cells) > 1
+    for t in traces:
+        for step in t.steps:
+            assert step.attention[step.sample] > 0
+
+
+def test_batch_of_photos_equals_one_by_one(captioner, photo):
+    from viewer.images import load_photo
+    import os
+    other = load_photo(os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "rocket.jpg"))
+    settings = DecodeSettings(strategy="beam", beam_size=2)
+    together = captioner.caption([photo, other], "updown", settings)
+    alone = [captioner.caption([p], "updown", settings)[0] for p in (photo, other)]
+    for t, a in zip(together, alone):
+        assert [b.caption for b in t] == [b.caption for b in a]
+        assert np.allclose(t[0].steps[0].attention, a[0].steps[0].attention, atol=1e-5)
+
+
+def test_one_model_call_per_step_for_all_beams_and_images(captioner, photo):
+    lm = captioner.model("sat-soft")
+    calls = []
+    original = lm.model.forward_step
+
+    def counting(state, words):
+        calls.append(len(words))
+        return original(state, words)
+
+    lm.model.forward_step = counting
+    try:
+        traces = captioner.caption([photo, photo], "sat-soft", DecodeSettings(strategy="beam", beam_size=3, max_len=6))
+    finally:
+        del lm.model.forward_step
+    assert set(calls) == {6}                                   # 2 images x 3 beams in every call
+    assert len(calls) == max(len(b.steps) for ts in traces for b in ts)
+
+
+def test_branching_continues_from_a_chosen_alternative(captioner, photo):
+    first = captioner.caption([photo], "sat-soft", DecodeSettings(strategy="greedy"))[0][0]
+    step1 = first.steps[1]
+    other_word = next(w for w, _ in step1.alternatives if w != step1.word and not w.startswith("<"))
+    prefix = [first.steps[0].word, other_word]
+    branched = captioner.caption([photo], "sat-soft", DecodeSettings(strategy="greedy"), prefixes=[prefix])[0][0]
+    assert branched.words[:2] == prefix
+    # the forced steps carry the model's real probability of the chosen word
+    assert np.isclose(branched.steps[1].logprob, np.log(dict(step1.alternatives)[other_word]), atol=1e-4)
+    assert np.allclose(branched.steps[0].attention, first.steps[0].attention, atol=1e-6)
+
+
+def test_forced_scoring_of_unknown_words_uses_unk(captioner, photo):
+    trace = captioner.force([photo], "sat-soft", ["a zzyzx cup"])[0]
+    assert [s.word for s in trace.steps] == ["a", "<unk>", "cup", "<end>"]
+    assert trace.caption == "a <unk> cup"
+
+
+def test_invalid_settings_are_refused():
+    with pytest.raises(ValueError, match="strategy"):
+        DecodeSettings(strategy="nucleus")
+    with pytest.raises(ValueError):
+        DecodeSettings(beam_size=0)
