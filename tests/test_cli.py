@@ -1,0 +1,74 @@
+"""The command line as a person uses it: python -m viewer caption/models."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ASSETS, MODEL_TYPES, ROOT
+
+PHOTOS = sorted(os.path.join(ASSETS, n) for n in os.listdir(ASSETS) if n.endswith(".jpg"))
+
+
+def run(*args, timeout=300):
+    proc = subprocess.run([sys.executable, "-m", "viewer", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "VIEWER_DEVICE": "cpu"})
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("model", MODEL_TYPES)
+def test_caption_every_example_photo(tiny_checkpoints, model):
+    code, out, err = run("--checkpoints", tiny_checkpoints, "caption", *PHOTOS, "--model", model)
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert len(lines) == len(PHOTOS)
+    for path, line in zip(PHOTOS, lines):
+        assert line.startswith(path + ": ") and len(line) > len(path) + 4
+
+
+def test_json_output_follows_the_schema(tiny_checkpoints):
+    photo = os.path.join(ASSETS, "motorcycle.jpg")
+    code, out, err = run("--checkpoints", tiny_checkpoints, "caption", photo, "--model", "updown", "--json")
+    assert code == 0, err
+    obj = json.loads(out)
+    assert (obj["image"], obj["width"], obj["height"], obj["model"]) == (photo, 741, 500, "updown")
+    assert obj["caption"] == " ".join(s["word"] for s in obj["steps"] if s["word"] != "<end>")
+    assert all("regions" in s and "logprob" in s for s in obj["steps"])
+
+
+def test_force_and_sample_modes(tiny_checkpoints):
+    photo = os.path.join(ASSETS, "coffee.jpg")
+    code, out, _ = run("--checkpoints", tiny_checkpoints, "caption", photo, "--model", "sat-hard",
+                       "--force", "A cup of coffee.", "--json")
+    obj = json.loads(out)
+    assert code == 0 and obj["caption"] == "a cup of coffee"
+    assert [s["word"] for s in obj["steps"]][-1] == "<end>" and all("sample" in s for s in obj["steps"])
+    samples = [run("--checkpoints", tiny_checkpoints, "caption", photo, "--model", "sat-soft", "--sample",
+                   "--seed", "3")[1] for _ in range(2)]
+    assert samples[0] == samples[1] and samples[0]
+
+
+def test_bad_photo_gives_one_line_and_nonzero_exit(tiny_checkpoints, tmp_path):
+    bad = tmp_path / "broken.jpg"
+    bad.write_bytes(b"\xff\xd8\xff\xe0 definitely not a jpeg")
+    code, out, err = run("--checkpoints", tiny_checkpoints, "caption", str(bad), "--model", "sat-soft")
+    assert code == 2
+    assert err.strip().count("\n") == 0 and err.startswith("error: broken.jpg")
+    assert "Traceback" not in err + out
+
+
+def test_bad_model_gives_one_line(tiny_checkpoints, tmp_path):
+    code, _, err = run("--checkpoints", tiny_checkpoints, "caption", PHOTOS[0], "--model", "nope")
+    assert code == 2 and "no model named 'nope'" in err and "Traceback" not in err
+    fake = tmp_path / "fake.safetensors"
+    fake.write_bytes(b"garbage")
+    code, _, err = run("caption", PHOTOS[0], "--model", str(fake))
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_models_lists_metadata(tiny_checkpoints):
+    code, out, _ = run("--checkpoints", tiny_checkpoints, "models", "--json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and sorted(r["name"] for r in rows) == sorted(MODEL_TYPES)
+    assert {r["type"] for r in rows} == set(MODEL_TYPES)

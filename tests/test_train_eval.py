@@ -1,0 +1,106 @@
+"""Training end to end on a tiny dataset, the metrics, dataset readers, vocabulary and feature cache."""
+import json
+import os
+
+import pytest
+
+from viewer.data.cache import FeatureCache
+from viewer.data.datasets import load_dataset, read_coco, read_karpathy
+from viewer.data.vocab import Vocabulary, tokenize
+from viewer.evaluate import score_captions
+
+
+def test_training_runs_end_to_end_loss_falls_and_resumes(tiny_data, cache_dir, tmp_path):
+    from viewer import checkpoints
+    from viewer.train import TrainConfig, train
+
+    out = str(tmp_path / "run")
+    cfg = TrainConfig(model="sat-soft", data=tiny_data, out=out, epochs=4, batch_images=3, lr=3e-3, min_freq=1,
+                      patience=10, cache=cache_dir, hparams={"hidden_dim": 64, "embed_dim": 32, "att_dim": 32,
+                                                            "proj_dim": 64, "dropout": 0.0})
+    train(cfg, log=lambda *a: None)
+    log = [json.loads(line) for line in open(os.path.join(out, "log.jsonl"))]
+    assert [r["epoch"] for r in log] == [1, 2, 3, 4]
+    assert log[-1]["xe"] < log[0]["xe"] - 0.5
+    assert {"BLEU-4", "CIDEr", "ROUGE-L"} <= set(log[-1]["dev"]) and log[-1]["captions_per_s"] > 0
+    best = checkpoints.load(os.path.join(out, "best.safetensors"))
+    assert best.meta["dev_metrics"]["CIDEr"] == max(r["dev"]["CIDEr"] for r in log)
+    cfg.epochs, cfg.resume = 5, True
+    train(cfg, log=lambda *a: None)
+    log = [json.loads(line) for line in open(os.path.join(out, "log.jsonl"))]
+    assert [r["epoch"] for r in log] == [1, 2, 3, 4, 5]
+
+
+def test_metrics_match_pycocoevalcap_called_directly():
+    from pycocoevalcap.bleu.bleu import Bleu
+    from pycocoevalcap.cider.cider import Cider
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+    refs = {"a": ["A dog runs on the grass.", "a brown dog running in a field"],
+            "b": ["Two children play on a beach.", "kids playing in the sand by the sea"],
+            "c": ["A man rides a bike down the street.", "a cyclist on a city road"]}
+    preds = {"a": "a dog runs on the grass", "b": "two kids play on the beach", "c": "a man on a bike"}
+    ours = score_captions(preds, refs)
+    tok = PTBTokenizer()
+    gts = tok.tokenize({k: [{"caption": c} for c in v] for k, v in refs.items()})
+    res = tok.tokenize({k: [{"caption": v}] for k, v in preds.items()})
+    bleu, _ = Bleu(4).compute_score(gts, res)
+    cider, _ = Cider().compute_score(gts, res)
+    assert ours["BLEU-4"] == round(bleu[3] * 100, 2) and ours["BLEU-1"] == round(bleu[0] * 100, 2)
+    assert ours["CIDEr"] == round(cider * 100, 2)
+    assert 0 < ours["METEOR"] < 100 and 0 < ours["ROUGE-L"] < 100
+
+
+def test_a_caption_equal_to_its_only_reference_scores_full_bleu():
+    scores = score_captions({"x": "a dog runs across the green grass"}, {"x": ["A dog runs across the green grass."]},
+                            meteor=False)
+    assert scores["BLEU-4"] == 100.0 and scores["BLEU-1"] == 100.0 and scores["ROUGE-L"] == 100.0
+
+
+def test_tokenizer_and_vocabulary():
+    assert tokenize("A dog's ball, 2 BALLS!") == ["a", "dog", "s", "ball", "2", "balls"]
+    vocab = Vocabulary.build(["a dog", "a cat", "a dog runs"], min_freq=2)
+    assert vocab.words == ["<pad>", "<start>", "<end>", "<unk>", "a", "dog"]
+    assert vocab.encode("A cat dog") == [4, 3, 5]
+    with pytest.raises(ValueError):
+        Vocabulary(["a", "b"])
+
+
+def test_flickr8k_reader(tiny_data):
+    data = load_dataset(tiny_data)
+    assert sorted(data.splits) == ["dev", "train"] and len(data.split("train")) == 6
+    assert all(len(data.captions[p]) == 3 for p in data.split("train"))
+    with pytest.raises(ValueError, match="available: dev, train"):
+        data.split("test")
+
+
+def test_karpathy_and_coco_readers(tmp_path):
+    karpathy = {"images": [
+        {"filepath": "val2014", "filename": "x.jpg", "split": "val", "sentences": [{"raw": "A cat.", "tokens": ["a", "cat"]}]},
+        {"filepath": "train2014", "filename": "y.jpg", "split": "restval", "sentences": [{"tokens": ["a", "dog"]}]}]}
+    data = read_karpathy(karpathy, str(tmp_path))
+    assert data.split("dev") == [str(tmp_path / "val2014" / "x.jpg")]
+    assert data.captions[str(tmp_path / "train2014" / "y.jpg")] == ["a dog"]
+    coco = {"images": [{"id": 1, "file_name": "1.jpg"}, {"id": 2, "file_name": "2.jpg"}],
+            "annotations": [{"image_id": 1, "caption": "one"}, {"image_id": 1, "caption": "uno"},
+                            {"image_id": 2, "caption": "two"}]}
+    (tmp_path / "captions_val2014.json").write_text(json.dumps(coco))
+    data = load_dataset(str(tmp_path / "captions_val2014.json"))
+    assert data.split("dev") == [str(tmp_path / "1.jpg"), str(tmp_path / "2.jpg")]
+    assert read_coco(coco, "r").captions["r/1.jpg"] == ["one", "uno"]
+
+
+def test_feature_cache_continues_after_interruption(tiny_data, vision, tmp_path):
+    data = load_dataset(tiny_data)
+    paths = data.split("train")
+    cache = FeatureCache(str(tmp_path))
+    cache.build(paths[:2], vision, log=lambda *a: None)
+    assert cache.missing(paths) == paths[2:]
+    open(cache.path(paths[2]) + ".tmp.npz", "wb").write(b"half-written")   # an interrupted write
+    messages = []
+    cache.build(paths, vision, log=messages.append)
+    assert "2 cached, 4 to compute" in messages[0]
+    assert cache.missing(paths) == []
+    assert cache.load(paths[3]).grid.shape == (196, 1280)
+    with open(os.path.join(cache.dir, "spec.json")) as f:
+        assert "encoder" in json.load(f)
