@@ -23,7 +23,7 @@ from .models.base import CaptionModel, reorder
 STRATEGIES = ("greedy", "beam", "sample", "forced")
 
 
-@dataclass
+@dataclass(frozen=True)
 class DecodeSettings:
     strategy: str = "beam"
     beam_size: int = 3

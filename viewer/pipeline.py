@@ -42,7 +42,7 @@ class Captioner:
 
     def features(self, photos: list[Photo]) -> list[ImageFeatures]:
         """Features for each photo, computing the missing ones in one batch; LRU-bounded cache."""
-        keys = [_photo_key(p) for p in photos]
+        keys = [photo_key(p) for p in photos]
         todo = {k: p for k, p in zip(keys, photos) if k not in self._features}
         if todo:
             for k, f in zip(todo, self.vision.extract([squash(p) for p in todo.values()])):
@@ -78,7 +78,8 @@ class Captioner:
         return [hs[0] for hs in self.caption(photos, model, settings, prefixes)]
 
 
-def _photo_key(photo: Photo) -> str:
+def photo_key(photo: Photo) -> str:
+    """Content hash of a photo: the cache key for its features and decodes."""
     h = hashlib.sha1(photo.rgb.tobytes())
     h.update(str(photo.rgb.shape).encode())
     return h.hexdigest()

@@ -1,0 +1,210 @@
+"""The app: session logic without a browser, the HTTP API through gradio_client, and a real browser.
+
+The browser tests need Debian's chromium (`.ci/run` installs it); they FAIL when it is missing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from viewer.decoding import DecodeSettings
+
+from conftest import ASSETS
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def studio(captioner):
+    from viewer.app.session import Studio
+    return Studio(captioner)
+
+
+@pytest.fixture(scope="module")
+def server(tiny_checkpoints):
+    from viewer.app import create_app, free_port, launch
+    demo, studio = create_app("cpu", tiny_checkpoints)
+    port = free_port()
+    launch(demo, "127.0.0.1", port, block=False)
+    yield f"http://127.0.0.1:{port}/", studio
+    demo.close()
+
+
+# --- session logic -------------------------------------------------------------------------------
+
+def test_stepping_and_restyling_never_rerun_the_model(studio, photo):
+    from viewer.app import session as S
+    ex = studio.explore(photo, "sat-soft", DecodeSettings())
+    calls = []
+    original = studio.captioner.caption
+    studio.captioner.caption = lambda *a, **k: calls.append(1) or original(*a, **k)
+    try:
+        for t in range(ex.n_steps):
+            ex.step = t
+            for style in (S.Style(), S.Style("blocky", "jet", 0.3), S.Style("bilinear", "gray", 1.0)):
+                img = S.overlay(ex, style)
+                assert img.shape == photo.rgb.shape
+            S.step_panel(ex), S.grid_numbers(ex), S.caption_tokens(ex)
+        again = studio.explore(photo, "sat-soft", DecodeSettings())
+    finally:
+        studio.captioner.caption = original
+    assert calls == [] and again.trace.caption == ex.trace.caption
+
+
+def test_overlay_shows_the_attention_used_for_that_word(studio, photo):
+    from viewer.app import session as S
+    ex = studio.explore(photo, "sat-soft", DecodeSettings(strategy="greedy"))
+    forced = studio.force(photo, "sat-soft", ex.trace.caption)
+    for t in range(ex.n_steps):
+        ex.step = t
+        a = S.overlay(ex, S.Style("blocky", "jet", 1.0))
+        b = S.overlay(S.Exploration(photo, "sat-soft", ex.settings, [forced], step=t), S.Style("blocky", "jet", 1.0))
+        assert np.array_equal(a, b)
+
+
+def test_selected_word_is_marked_and_panel_lists_alternatives(studio, photo):
+    from viewer.app import session as S
+    ex = studio.explore(photo, "sat-hard", DecodeSettings(strategy="greedy"))
+    ex.step = 1
+    tokens = S.caption_tokens(ex)
+    assert [lab for _, lab in tokens].count("selected") == 1 and tokens[1][1] == "selected"
+    assert "".join(w for w, _ in tokens).split() == [s.word for s in ex.trace.steps]
+    panel = S.step_panel(ex)
+    assert "beta" in panel and "sampled cell" in panel
+    assert all(w in panel for w, _ in ex.trace.steps[1].alternatives[:3])
+
+
+def test_branch_back_and_reset(studio, photo):
+    ex = studio.explore(photo, "sat-soft", DecodeSettings(strategy="greedy"))
+    alt = next(w for w, _ in ex.trace.steps[2].alternatives if w != ex.trace.steps[2].word and not w.startswith("<"))
+    branched = studio.branch(ex, 2, alt)
+    assert branched.trace.steps[2].word == alt
+    assert [s.word for s in branched.trace.steps[:2]] == [s.word for s in ex.trace.steps[:2]]
+    assert studio.unbranch(branched).trace.caption == ex.trace.caption
+    assert studio.reset(studio.branch(branched, 1, alt)).prefixes == []
+
+
+def test_compare_same_caption_gives_identical_words(studio, photo):
+    traces = studio.compare(photo, ["sat-soft", "sat-hard", "updown"], DecodeSettings(), "a cup of coffee on a table")
+    assert [[s.word for s in t.steps] for t in traces] == [["a", "cup", "of", "coffee", "on", "a", "table", "<end>"]] * 3
+    assert {t.attends_to for t in traces} == {"grid", "regions"}
+
+
+def test_exports(studio, photo):
+    from viewer.app import session as S
+    ex = studio.explore(photo, "updown", DecodeSettings())
+    gif = Image.open(studio.export_gif(ex, S.Style()))
+    assert gif.n_frames == ex.n_steps
+    with open(studio.export_json(ex)) as f:
+        assert json.load(f)["caption"] == ex.trace.caption
+    png = Image.open(studio.export_png(ex, S.strip(ex, S.Style()), "strip"))
+    assert png.width > 500
+    assert os.path.dirname(os.path.dirname(studio.export_json(ex))) == studio.export_dir
+
+
+def test_decode_cache_is_bounded(captioner, photo):
+    from viewer.app.session import Studio
+    small = Studio(captioner, max_decodes=2)
+    for seed in range(5):
+        small.decode(photo, "sat-soft", DecodeSettings(strategy="sample", seed=seed))
+    assert len(small._decodes) == 2
+
+
+# --- the HTTP API --------------------------------------------------------------------------------
+
+def test_api_captions_a_photo_and_steps(server):
+    from gradio_client import Client, handle_file
+    url, _ = server
+    client = Client(url, verbose=False)
+    api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    assert "/caption_photo" in api and "/show_step" in api
+    out = client.predict(handle_file(os.path.join(ASSETS, "chelsea.jpg")), "updown", "Greedy", 3, 1.0, 0, 20,
+                         "smooth", "spotlight", 0.6, True, 1, api_name="/caption_photo")
+    assert "updown" in out[-1]
+    view = client.predict(2, "smooth", "jet", 0.5, True, 1, api_name="/show_step")
+    assert Image.open(view[0]).size == (451, 300)     # drawn on the original photo
+
+
+def test_api_gives_a_readable_error_for_a_bad_photo(server, tmp_path):
+    from gradio_client import Client, handle_file
+    url, _ = server
+    bad = tmp_path / "holiday.jpg"
+    bad.write_bytes(b"not really a jpeg")
+    client = Client(url, verbose=False)
+    with pytest.raises(Exception) as info:
+        client.predict(handle_file(str(bad)), "sat-soft", "Greedy", 3, 1.0, 0, 20, "smooth", "spotlight", 0.6, True,
+                       1, api_name="/caption_photo")
+    assert "holiday.jpg: not an image file" in str(info.value)
+    assert "Traceback" not in str(info.value)
+
+
+# --- a real browser ------------------------------------------------------------------------------
+
+def _browser(playwright):
+    assert os.path.exists(CHROMIUM), "Debian chromium is required for the browser tests (.ci/run installs it)"
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run", "--disable-quic",
+        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"])
+
+
+def _image_size(page, elem_id):
+    return page.evaluate(f"""() => {{ const i = document.querySelector('#{elem_id} img');
+        return i && i.complete ? [i.naturalWidth, i.naturalHeight] : null; }}""")
+
+
+def test_browser_session(server, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+    url, _ = server
+    with sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.set_default_timeout(60_000)
+        page.goto(url)
+        page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
+        page.wait_for_timeout(1500)
+        page.locator("#run").click()
+        expect(page.locator("#status")).to_contain_text("caption", timeout=90_000)
+        words = page.locator("#caption .textspan")
+        expect(words.first).to_be_visible()
+        n_words = words.count()
+        assert n_words >= 2
+        # click the second word: it becomes the selected one and the panel names it
+        second = words.nth(1).inner_text().strip()
+        words.nth(1).click()
+        expect(page.locator("#panel .step-facts")).to_contain_text(f"{second} at step 2")
+        page.wait_for_function("() => document.querySelector('#view img') !== null")
+        assert _image_size(page, "view") == [600, 400]
+        # the slider moves the step
+        page.locator("#step input[type=range]").fill("1")
+        expect(page.locator("#panel .step-facts")).to_contain_text("at step 1")
+        # keyboard arrow
+        page.locator("body").press("ArrowRight")
+        expect(page.locator("#panel .step-facts")).to_contain_text("at step 2")
+        # overlay types
+        before = page.locator("#view img").get_attribute("src")
+        page.locator("#upsampling").get_by_text("blocky").click()
+        page.wait_for_function(f"() => document.querySelector('#view img').src !== {json.dumps(before)}")
+        # export a GIF
+        page.locator("#export-gif").click()
+        link = page.locator("#download a").first
+        expect(link).to_be_visible()
+        assert ".gif" in (link.get_attribute("href") or "")
+        shot = tmp_path / "explore.png"
+        page.screenshot(path=str(shot), full_page=True)
+        pixels = np.asarray(Image.open(shot).convert("L"))
+        assert pixels.std() > 20, "the screenshot is blank"
+        # compare
+        page.get_by_role("tab", name="Compare").click()
+        page.locator("#cmp-run").click()
+        expect(page.locator("#cmp-caption-2")).to_contain_text("updown", timeout=90_000)
+        texts = [page.locator(f"#cmp-caption-{i}").inner_text() for i in range(3)]
+        plain = [t.split(": ", 1)[1].replace("**", "").replace("[", "").replace("]", "") for t in texts]
+        assert plain[0] == plain[1] == plain[2]          # same words for every model
+        page.wait_for_function("() => document.querySelectorAll('[id^=cmp-view] img').length === 3")
+        browser.close()

@@ -1,0 +1,55 @@
+"""The viewer app (Gradio). `python launch.py` starts it on 127.0.0.1, offline."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def create_app(device: str | None = None, checkpoint_dir: str | None = None):
+    """Build the Blocks app and its Studio (models load lazily on first use)."""
+    from ..checkpoints import CHECKPOINT_DIR
+    from ..pipeline import Captioner
+    from .session import Studio
+    from .ui import build
+
+    studio = Studio(Captioner(device, checkpoint_dir=checkpoint_dir or CHECKPOINT_DIR))
+    return build(studio), studio
+
+
+def launch(demo, host: str = "127.0.0.1", port: int | None = None, block: bool = True, share: bool = False):
+    from .ui import CSS, KEYS, THEME
+    return demo.queue(default_concurrency_limit=8).launch(
+        server_name=host, server_port=port or free_port(host), share=share, show_error=True, theme=THEME, css=CSS,
+        head=KEYS, ssr_mode=False, prevent_thread_lock=not block, max_file_size="60mb", quiet=not block)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="launch.py", description="Start the attention viewer.")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: this machine only)")
+    parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--checkpoints", help="folder of models (default: checkpoints/)")
+    parser.add_argument("--share", action="store_true", help="ask Gradio for a public link (needs internet)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"warning: binding to {args.host}: anyone who can reach this machine can use the viewer",
+              file=sys.stderr)
+    demo, studio = create_app(args.device, args.checkpoints)
+    studio.captioner.vision   # load the encoder and detector before the page is served
+    print(f"attention viewer on http://{args.host}:{args.port}  (Ctrl+C stops it)")
+    launch(demo, args.host, args.port, block=True, share=args.share)
+    return 0

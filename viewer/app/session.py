@@ -1,0 +1,225 @@
+"""What the app does, without Gradio: decode once, then every view is rendered from cached traces.
+
+An `Exploration` is one person's current photo + model + settings with its decoded beams; the
+UI keeps it in per-session state. Stepping, restyling and exporting only read it. Decodes are
+memoised in a bounded LRU keyed by (photo, model, settings, forced prefix), so switching back
+to a model or undoing a branch never re-runs anything.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..decoding import DecodeSettings
+from ..images import GRID, Photo, load_photo
+from ..pipeline import Captioner, photo_key
+from ..render import render_cells, render_gif, render_heatmap, render_step, render_strip
+from ..trace import AttentionTrace
+
+STRATEGY_LABELS = {"Beam search": "beam", "Greedy": "greedy", "Sampling": "sample"}
+
+
+@dataclass(frozen=True)
+class Style:
+    upsampling: str = "smooth"
+    colormap: str = "spotlight"
+    opacity: float = 0.6
+    show_alpha: bool = True      # hard attention: draw alpha under the sampled cell
+    hard_samples: int = 1        # hard attention: how many cells to draw from alpha
+
+    def as_kwargs(self) -> dict:
+        return {"style": self.upsampling, "cmap": self.colormap, "opacity": self.opacity}
+
+
+@dataclass
+class Exploration:
+    photo: Photo
+    model: str
+    settings: DecodeSettings
+    beams: list[AttentionTrace]
+    beam: int = 0
+    step: int = 0
+    prefixes: list[list[str]] = field(default_factory=list)   # branching history, newest last
+
+    @property
+    def trace(self) -> AttentionTrace:
+        return self.beams[self.beam]
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.trace.steps)
+
+
+class Studio:
+    """Shared by all sessions: the captioner and a bounded cache of decodes (thread-safe)."""
+
+    def __init__(self, captioner: Captioner, max_decodes: int = 128):
+        self.captioner = captioner
+        self.max_decodes = max_decodes
+        self._decodes: OrderedDict[tuple, list[AttentionTrace]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.export_dir = tempfile.mkdtemp(prefix="attention-viewer-")
+
+    def models(self) -> list[str]:
+        from ..checkpoints import available
+        return list(available(self.captioner.checkpoint_dir))
+
+    def decode(self, photo: Photo, model: str, settings: DecodeSettings, prefix: list[str] | None = None
+               ) -> list[AttentionTrace]:
+        key = (photo_key(photo), model, settings, tuple(prefix or ()))
+        with self._lock:
+            if key in self._decodes:
+                self._decodes.move_to_end(key)
+                return self._decodes[key]
+            traces = self.captioner.caption([photo], model, settings, None if prefix is None else [prefix])[0]
+            self._decodes[key] = traces
+            while len(self._decodes) > self.max_decodes:
+                self._decodes.popitem(last=False)
+            return traces
+
+    def force(self, photo: Photo, model: str, caption: str, seed: int = 0) -> AttentionTrace:
+        settings = DecodeSettings(strategy="forced", seed=seed)
+        prefix = self.captioner.model(model).vocab.decode(self.captioner.model(model).vocab.encode(caption))
+        return self.decode(photo, model, settings, prefix + ["<end>"])[0]
+
+    # --- exploring -------------------------------------------------------------------------
+    def explore(self, photo_source, model: str, settings: DecodeSettings) -> Exploration:
+        photo = photo_source if isinstance(photo_source, Photo) else load_photo(photo_source)
+        return Exploration(photo, model, settings, self.decode(photo, model, settings))
+
+    def branch(self, ex: Exploration, step: int, word: str) -> Exploration:
+        """Replace the word at `step` by `word` and let the model continue from there."""
+        prefix = [s.word for s in ex.trace.steps[:step]] + [word]
+        if word == "<end>":
+            settings = replace(ex.settings, strategy="forced")
+            beams = self.decode(ex.photo, ex.model, settings, prefix)
+        else:
+            beams = self.decode(ex.photo, ex.model, ex.settings, prefix)
+        return replace(ex, beams=beams, beam=0, step=step, prefixes=ex.prefixes + [prefix])
+
+    def unbranch(self, ex: Exploration) -> Exploration:
+        """Back one branch (the memoised decodes make this instant)."""
+        prefixes = ex.prefixes[:-1]
+        if prefixes:
+            beams = self.decode(ex.photo, ex.model, ex.settings, prefixes[-1])
+        else:
+            beams = self.decode(ex.photo, ex.model, ex.settings)
+        return replace(ex, beams=beams, beam=0, step=min(ex.step, len(beams[0].steps) - 1), prefixes=prefixes)
+
+    def reset(self, ex: Exploration) -> Exploration:
+        return replace(ex, beams=self.decode(ex.photo, ex.model, ex.settings), beam=0, step=0, prefixes=[])
+
+    # --- comparing ---------------------------------------------------------------------------
+    def compare(self, photo: Photo, models: list[str], settings: DecodeSettings, same_caption: str | None = None
+                ) -> list[AttentionTrace]:
+        """Each model's own caption, or every model forced through the same caption."""
+        if same_caption:
+            return [self.force(photo, m, same_caption, settings.seed) for m in models]
+        return [self.decode(photo, m, settings)[0] for m in models]
+
+    # --- exporting ---------------------------------------------------------------------------
+    def export_path(self, ex: Exploration, suffix: str) -> str:
+        folder = tempfile.mkdtemp(dir=self.export_dir)
+        stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.path.splitext(ex.photo.name or "photo")[0])
+        return os.path.join(folder, f"{stem[:40] or 'photo'}_{ex.model}{suffix}")
+
+    def export_json(self, ex: Exploration) -> str:
+        path = self.export_path(ex, ".json")
+        with open(path, "w") as f:
+            json.dump(ex.trace.to_json(), f, indent=1)
+        return path
+
+    def export_gif(self, ex: Exploration, style: Style) -> str:
+        return render_gif(ex.photo.rgb, ex.trace, self.export_path(ex, ".gif"), **style.as_kwargs())
+
+    def export_png(self, ex: Exploration, image: np.ndarray, what: str) -> str:
+        from PIL import Image
+        path = self.export_path(ex, f"_{what}.png")
+        Image.fromarray(image).save(path)
+        return path
+
+
+# --- views (pure functions of an Exploration) ------------------------------------------------
+
+def overlay(ex: Exploration, style: Style, step: int | None = None) -> np.ndarray:
+    t = ex.step if step is None else step
+    trace = ex.trace
+    img = render_step(ex.photo.rgb, trace, t, show_alpha=style.show_alpha, **style.as_kwargs())
+    s = trace.steps[t]
+    if s.sample is not None and style.hard_samples > 1:
+        cells = draw_cells(s.attention, style.hard_samples, seed=t)
+        img = render_cells(img, cells, trace.width, trace.height, colour=(255, 150, 0))
+        img = render_cells(img, [s.sample], trace.width, trace.height)
+    return img
+
+
+def draw_cells(alpha: np.ndarray, n: int, seed: int = 0) -> list[int]:
+    """Extra draws from a step's alpha, to show how spread the hard-attention choice was."""
+    rng = np.random.default_rng(seed)
+    p = np.asarray(alpha, dtype=np.float64)
+    return rng.choice(len(p), size=n, p=p / p.sum()).tolist()
+
+
+def strip(ex: Exploration, style: Style) -> np.ndarray:
+    return render_strip(ex.photo.rgb, ex.trace, **style.as_kwargs())
+
+
+def coverage_image(ex: Exploration, style: Style) -> np.ndarray | None:
+    if ex.trace.attends_to != "grid":
+        return None
+    cov = ex.trace.coverage(ex.step).reshape(GRID, GRID)
+    return render_heatmap(ex.photo.rgb, cov, style.upsampling, "inferno", 0.65)
+
+
+def caption_tokens(ex: Exploration) -> list[tuple[str, str | None]]:
+    """HighlightedText value: every emitted word (with its trailing space), the selected one marked."""
+    n_forced = len(ex.prefixes[-1]) if ex.prefixes else 0
+    out = []
+    for t, s in enumerate(ex.trace.steps):
+        label = "selected" if t == ex.step else ("branched" if t < n_forced else None)
+        out.append((s.word + " ", label))
+    return out
+
+
+def step_panel(ex: Exploration) -> str:
+    """HTML: the word, its probability, beta, entropy, and the top-k next words as bars."""
+    s = ex.trace.steps[ex.step]
+    rows = "".join(
+        f'<div class="bar-row"><span class="bar-word">{html.escape(w)}</span>'
+        f'<span class="bar" style="width:{max(1.0, p * 100):.1f}%"></span><span class="bar-p">{p:.1%}</span></div>'
+        for w, p in s.alternatives)
+    facts = [f"<b>{html.escape(s.word)}</b> at step {ex.step + 1} of {ex.n_steps}",
+             f"p = {np.exp(s.logprob):.1%}", f"attention entropy {s.entropy:.2f} nats"]
+    if s.beta is not None:
+        facts.append(f"beta (gate) {s.beta:.2f}")
+    if s.sample is not None:
+        facts.append(f"sampled cell (row {s.sample // GRID}, col {s.sample % GRID})")
+    return (f'<div class="step-facts">{" &middot; ".join(facts)}</div>'
+            f'<div class="topk"><div class="topk-title">What the model could have said here</div>{rows}</div>')
+
+
+def grid_numbers(ex: Exploration) -> str:
+    """HTML table of the raw 14x14 attention (percent), or the region weights for region models."""
+    s = ex.trace.steps[ex.step]
+    if ex.trace.attends_to == "regions":
+        order = np.argsort(-s.attention)
+        rows = "".join(f"<tr><td>{html.escape(ex.trace.region_labels[i])}</td><td>{ex.trace.region_scores[i]:.2f}</td>"
+                       f"<td>{s.attention[i]:.3f}</td></tr>" for i in order)
+        return f'<table class="regions"><tr><th>region</th><th>score</th><th>weight</th></tr>{rows}</table>'
+    g = s.attention.reshape(GRID, GRID)
+    top = g.max()
+    cells = "".join("<tr>" + "".join(
+        f'<td style="background:rgba(255,120,0,{v / top:.2f})">{v * 100:.1f}</td>' for v in row) + "</tr>" for row in g)
+    return f'<table class="grid14">{cells}</table>'
+
+
+def beam_choices(ex: Exploration) -> list[str]:
+    return [f"{i + 1}. {b.caption}  (score {b.score:.2f}{'' if b.finished else ', unfinished'})"
+            for i, b in enumerate(ex.beams)]

@@ -1,0 +1,332 @@
+"""The Gradio app: layout and thin wiring; everything it shows comes from app/session.py.
+
+One render path: prev/next, clicks on words, the play timer and the keyboard only move the
+word slider; the slider's change event renders the step. Nothing here runs a model except
+the Caption, Branch and Compare buttons, and those go through the Studio's decode cache.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+
+import gradio as gr
+import numpy as np
+
+from ..checkpoints import CheckpointError
+from ..decoding import DecodeSettings
+from ..images import ImageError
+from ..render import COLORMAPS, UPSAMPLING
+from . import session as S
+
+log = logging.getLogger("viewer.app")
+ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "assets")
+
+CSS = """
+#caption { font-size: 1.6rem; }
+#caption .textspan { cursor: pointer; padding: 2px 4px; }
+.step-facts { font-size: 1.15rem; margin-bottom: .5rem; }
+.topk-title { font-weight: 600; margin: .3rem 0; }
+.bar-row { display: flex; align-items: center; gap: .5rem; margin: 2px 0; font-size: 1.05rem; }
+.bar-word { width: 7rem; text-align: right; }
+.bar { height: 14px; background: #f59e0b; border-radius: 3px; }
+.bar-p { color: #666; font-size: .9rem; }
+table.grid14 td { font-size: 10px; padding: 1px 3px; text-align: right; border: 1px solid #eee; }
+table.regions td, table.regions th { padding: 2px 8px; }
+"""
+
+KEYS = """
+<script>
+document.addEventListener('keydown', (e) => {
+  const el = document.activeElement;
+  if (el && (el.tagName === 'TEXTAREA' || (el.tagName === 'INPUT' && el.type !== 'range'))) return;
+  if (e.key === 'ArrowRight') { document.querySelector('#next')?.click(); e.preventDefault(); }
+  if (e.key === 'ArrowLeft') { document.querySelector('#prev')?.click(); e.preventDefault(); }
+});
+</script>
+"""
+
+from gradio.events import Dependency
+
+class PhotoInput(gr.Image):
+    """gr.Image that hands the uploaded file to OUR loader untouched (Gradio's own PIL open would
+    fail on corrupt files with an unreadable error before our checks run)."""
+
+    @classmethod
+    def get_block_name(cls) -> str:
+        return "image"
+
+    def preprocess(self, payload):
+        if payload is None or (payload.url and payload.url.startswith("data:")):
+            return super().preprocess(payload)
+        return str(payload.path)
+    from typing import Callable, Literal, Sequence, Any, TYPE_CHECKING
+    from gradio.blocks import Block
+    if TYPE_CHECKING:
+        from gradio.components import Timer
+        from gradio.components.base import Component
+
+
+def friendly(fn):
+    """Show a readable message for anything a person can cause; never a stack trace."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except gr.Error:
+            raise
+        except (ImageError, CheckpointError, ValueError) as err:
+            raise gr.Error(str(err), print_exception=False) from None
+        except Exception as err:  # noqa: BLE001 - the UI must never show a traceback
+            log.exception("unexpected error in %s", fn.__name__)
+            raise gr.Error(f"Something went wrong ({type(err).__name__}); the server log has details.",
+                           print_exception=False) from None
+    return wrapper
+
+
+def _settings(strategy, beam, temperature, seed, max_len) -> DecodeSettings:
+    return DecodeSettings(strategy=S.STRATEGY_LABELS[strategy], beam_size=int(beam), temperature=float(temperature),
+                          seed=int(seed or 0), max_len=int(max_len))
+
+
+def _style(upsampling, colormap, opacity, show_alpha, hard_samples) -> S.Style:
+    return S.Style(upsampling, colormap, float(opacity), bool(show_alpha), int(hard_samples))
+
+
+def build(studio: S.Studio) -> gr.Blocks:
+    models = studio.models()
+    examples = [os.path.join(ASSETS, n) for n in sorted(os.listdir(ASSETS)) if n.endswith(".jpg")]
+    with gr.Blocks(title="Attention viewer", analytics_enabled=False) as demo:
+        explored = gr.State(None)
+        compared = gr.State(None)
+        gr.Markdown("## Attention viewer: watch a captioning model look, word by word")
+        with gr.Tabs():
+            with gr.Tab("Explore", id="explore"):
+                with gr.Row():
+                    with gr.Column(scale=1, min_width=320):
+                        photo = PhotoInput(label="Photo: upload, paste or drop", type="filepath", elem_id="photo",
+                                           sources=["upload", "clipboard"], height=260)
+                        gr.Examples(examples, inputs=photo, label="Examples")
+                        model = gr.Dropdown(models, value=models[0] if models else None, label="Model",
+                                            elem_id="model")
+                        with gr.Accordion("Decoding", open=False):
+                            strategy = gr.Radio(list(S.STRATEGY_LABELS), value="Beam search", label="Strategy",
+                                                elem_id="strategy")
+                            beam = gr.Slider(1, 8, value=3, step=1, label="Beam size")
+                            temperature = gr.Slider(0.1, 2.0, value=1.0, step=0.1, label="Temperature (sampling)")
+                            seed = gr.Number(0, precision=0, label="Seed (sampling, hard attention)")
+                            max_len = gr.Slider(3, 30, value=20, step=1, label="Max words")
+                        run = gr.Button("Caption", variant="primary", elem_id="run")
+                        status = gr.Markdown(elem_id="status")
+                        with gr.Accordion("Overlay", open=True):
+                            upsampling = gr.Radio(list(UPSAMPLING), value="smooth", label="Upsampling",
+                                                  elem_id="upsampling")
+                            colormap = gr.Dropdown(list(COLORMAPS), value="spotlight", label="Colours",
+                                                   elem_id="colormap")
+                            opacity = gr.Slider(0.0, 1.0, value=0.6, step=0.05, label="Opacity", elem_id="opacity")
+                            show_alpha = gr.Checkbox(True, label="Hard attention: show alpha under the sampled cell")
+                            hard_samples = gr.Slider(1, 20, value=1, step=1, label="Hard attention: cells drawn")
+                    with gr.Column(scale=3):
+                        caption = gr.HighlightedText(label="Caption: click a word", elem_id="caption",
+                                                     combine_adjacent=False, show_legend=False, interactive=False,
+                                                     color_map={"selected": "#f59e0b", "branched": "#93c5fd"})
+                        view = gr.Image(label="Where the model looked", elem_id="view", interactive=False,
+                                        height=540, format="png")
+                        with gr.Row():
+                            prev_btn = gr.Button("◀ Previous", elem_id="prev", size="sm")
+                            play_btn = gr.Button("▶ Play", elem_id="play", size="sm")
+                            next_btn = gr.Button("Next ▶", elem_id="next", size="sm")
+                        step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="step")
+                        with gr.Row():
+                            panel = gr.HTML(elem_id="panel")
+                            coverage = gr.Image(label="Coverage: attention summed so far", height=220,
+                                                interactive=False, elem_id="coverage")
+                        with gr.Accordion("Branch: choose another word here and let the model go on", open=False):
+                            alternative = gr.Radio([], label="Next word", elem_id="alternative")
+                            with gr.Row():
+                                branch_btn = gr.Button("Continue with this word", elem_id="branch")
+                                back_btn = gr.Button("Back", elem_id="back")
+                                reset_btn = gr.Button("Reset", elem_id="reset")
+                        beams = gr.Radio([], label="Beams (best first)", elem_id="beams", type="index")
+                        with gr.Accordion("Raw attention numbers", open=False):
+                            numbers = gr.HTML(elem_id="numbers")
+                        strip = gr.Image(label="Every word with its attention", elem_id="strip",
+                                         interactive=False, format="png")
+                        with gr.Row():
+                            png_view = gr.Button("PNG of this view", size="sm", elem_id="export-view")
+                            png_strip = gr.Button("PNG of the word strip", size="sm", elem_id="export-strip")
+                            gif = gr.Button("Animated GIF", size="sm", elem_id="export-gif")
+                            json_btn = gr.Button("JSON trace", size="sm", elem_id="export-json")
+                        download = gr.File(label="Download", elem_id="download", interactive=False)
+            with gr.Tab("Compare", id="compare"):
+                gr.Markdown("Same photo (from Explore), 2 or 3 models, synchronised words.")
+                with gr.Row():
+                    cmp_models = gr.CheckboxGroup(models, value=models[:3], label="Models", elem_id="cmp-models")
+                    cmp_mode = gr.Radio(["Each model's own caption", "Same caption for all"],
+                                        value="Same caption for all", label="Words", elem_id="cmp-mode")
+                    cmp_text = gr.Textbox(label="Caption to force (empty: the first model's caption)",
+                                          elem_id="cmp-text")
+                cmp_run = gr.Button("Compare", variant="primary", elem_id="cmp-run")
+                cmp_step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="cmp-step")
+                with gr.Row():
+                    cmp_views = [gr.Image(interactive=False, elem_id=f"cmp-view-{i}", height=380) for i in range(3)]
+                with gr.Row():
+                    cmp_captions = [gr.Markdown(elem_id=f"cmp-caption-{i}") for i in range(3)]
+        timer = gr.Timer(0.9, active=False)
+        playing = gr.State(False)
+
+        style_inputs = [upsampling, colormap, opacity, show_alpha, hard_samples]
+        step_outputs = [explored, view, caption, panel, coverage, numbers, alternative]
+
+        @friendly
+        def caption_photo(path, model_name, strat, k, temp, sd, mlen, *style, progress=gr.Progress()):
+            if not path:
+                raise gr.Error("Choose a photo first: upload, paste, drop, or click an example.")
+            if not model_name:
+                raise gr.Error("No model is available: see checkpoints/README.md.")
+            progress(0.1, desc=f"{model_name} is looking at the photo")
+            start = time.perf_counter()
+            ex = studio.explore(path, model_name, _settings(strat, k, temp, sd, mlen))
+            ex.photo.name = os.path.basename(path)
+            took = time.perf_counter() - start
+            note = f"**{model_name}**: {len(ex.beams)} caption(s) in {took:.2f} s. Click a word, or use ← →."
+            return (ex, *_trace_views(ex, _style(*style)), note)
+
+        def _trace_views(ex, style):
+            return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
+                    gr.Radio(choices=S.beam_choices(ex), value=ex.beam), S.strip(ex, style))
+
+        @friendly
+        def show_step(ex, t, *style):
+            if ex is None:
+                return (None, None, None, "", None, "", gr.Radio(choices=[]))
+            ex.step = int(min(max(1, t), ex.n_steps)) - 1
+            st = _style(*style)
+            words = [w for w, _ in ex.trace.steps[ex.step].alternatives]
+            return (ex, S.overlay(ex, st), S.caption_tokens(ex), S.step_panel(ex), S.coverage_image(ex, st),
+                    S.grid_numbers(ex), gr.Radio(choices=words, value=None))
+
+        @friendly
+        def restyle(ex, t, *style):
+            out = show_step(ex, t, *style)
+            return (*out, None if ex is None else S.strip(ex, _style(*style)))
+
+        def move(ex, t, delta):
+            if ex is None:
+                return gr.Slider()
+            return gr.Slider(value=int(min(max(1, t + delta), ex.n_steps)))
+
+        def click_word(ex, evt: gr.SelectData):
+            if ex is None:
+                return gr.Slider()
+            return gr.Slider(value=int(evt.index) + 1 if isinstance(evt.index, int) else int(evt.index[0]) + 1)
+
+        def tick(ex, t):
+            if ex is None or t >= ex.n_steps:
+                return gr.Slider(), gr.Timer(active=False), False, gr.Button(value="▶ Play")
+            return gr.Slider(value=int(t) + 1), gr.Timer(), True, gr.Button()
+
+        def toggle_play(ex, t, is_playing):
+            if ex is None or is_playing:
+                return gr.Timer(active=False), False, gr.Button(value="▶ Play"), gr.Slider()
+            start = 1 if t >= ex.n_steps else t
+            return gr.Timer(active=True), True, gr.Button(value="⏸ Pause"), gr.Slider(value=int(start))
+
+        @friendly
+        def branch(ex, t, word, *style):
+            if ex is None or not word:
+                raise gr.Error("Pick one of the next words first.")
+            ex = studio.branch(ex, int(t) - 1, word)
+            return (ex, *_trace_views(ex, _style(*style)))
+
+        @friendly
+        def back(ex, *style):
+            if ex is None:
+                raise gr.Error("Caption a photo first.")
+            ex = studio.unbranch(ex)
+            return (ex, *_trace_views(ex, _style(*style)))
+
+        @friendly
+        def reset(ex, *style):
+            if ex is None:
+                raise gr.Error("Caption a photo first.")
+            ex = studio.reset(ex)
+            return (ex, *_trace_views(ex, _style(*style)))
+
+        @friendly
+        def choose_beam(ex, index, *style):
+            if ex is None or index is None:
+                return ex, gr.Slider(), None
+            ex.beam, ex.step = int(index), 0
+            return ex, gr.Slider(maximum=max(2, ex.n_steps), value=1), S.strip(ex, _style(*style))
+
+        @friendly
+        def export(kind, ex, t, *style):
+            if ex is None:
+                raise gr.Error("Caption a photo first.")
+            st = _style(*style)
+            if kind == "json":
+                return studio.export_json(ex)
+            if kind == "gif":
+                return studio.export_gif(ex, st)
+            image = S.strip(ex, st) if kind == "strip" else S.overlay(ex, st)
+            return studio.export_png(ex, image, kind)
+
+        @friendly
+        def compare(ex, names, mode, text, *style):
+            if ex is None:
+                raise gr.Error("Caption a photo in Explore first; Compare uses the same photo.")
+            names = list(names or [])
+            if not 1 <= len(names) <= 3:
+                raise gr.Error("Choose 1 to 3 models.")
+            same = None
+            if mode == "Same caption for all":
+                same = text.strip() or studio.decode(ex.photo, names[0], ex.settings)[0].caption
+            traces = studio.compare(ex.photo, names, ex.settings, same)
+            longest = max(len(tr.steps) for tr in traces)
+            return traces, gr.Slider(minimum=1, maximum=max(2, longest), value=1)
+
+        @friendly
+        def show_compare(ex, traces, t, *style):
+            blank = [None] * 3, [""] * 3
+            if ex is None or not traces:
+                return [*blank[0], *blank[1]]
+            st = _style(*style)
+            views, texts = [], []
+            for tr in traces:
+                k = min(int(t), len(tr.steps)) - 1
+                one = S.Exploration(ex.photo, tr.model, ex.settings, [tr], step=k)
+                views.append(S.overlay(one, st))
+                words = [f"**[{s.word}]**" if i == k else s.word for i, s in enumerate(tr.steps)]
+                texts.append(f"**{tr.model}** (log p {sum(s.logprob for s in tr.steps):.2f}): " + " ".join(words))
+            views += [None] * (3 - len(views))
+            texts += [""] * (3 - len(texts))
+            return [*views, *texts]
+
+        run.click(caption_photo, [photo, model, strategy, beam, temperature, seed, max_len, *style_inputs],
+                  [explored, step, beams, strip, status], concurrency_limit=4)
+        step.change(show_step, [explored, step, *style_inputs], step_outputs, show_progress="hidden")
+        for control in style_inputs:
+            control.change(restyle, [explored, step, *style_inputs], [*step_outputs, strip], show_progress="hidden")
+        prev_btn.click(lambda ex, t: move(ex, t, -1), [explored, step], step, show_progress="hidden")
+        next_btn.click(lambda ex, t: move(ex, t, +1), [explored, step], step, show_progress="hidden")
+        caption.select(click_word, [explored], step, show_progress="hidden")
+        play_btn.click(toggle_play, [explored, step, playing], [timer, playing, play_btn, step])
+        timer.tick(tick, [explored, step], [step, timer, playing, play_btn], show_progress="hidden")
+        branch_btn.click(branch, [explored, step, alternative, *style_inputs], [explored, step, beams, strip])
+        back_btn.click(back, [explored, *style_inputs], [explored, step, beams, strip])
+        reset_btn.click(reset, [explored, *style_inputs], [explored, step, beams, strip])
+        beams.select(lambda ex, i, *st: choose_beam(ex, i, *st), [explored, beams, *style_inputs],
+                     [explored, step, strip])
+        for btn, kind in ((png_view, "view"), (png_strip, "strip"), (gif, "gif"), (json_btn, "json")):
+            btn.click(functools.partial(export, kind), [explored, step, *style_inputs], download)
+        cmp_run.click(compare, [explored, cmp_models, cmp_mode, cmp_text, *style_inputs], [compared, cmp_step])
+        cmp_step.change(show_compare, [explored, compared, cmp_step, *style_inputs], [*cmp_views, *cmp_captions],
+                        show_progress="hidden")
+        compared.change(show_compare, [explored, compared, cmp_step, *style_inputs], [*cmp_views, *cmp_captions],
+                        show_progress="hidden")
+    return demo
+
+
+THEME = gr.themes.Soft(primary_hue="amber", neutral_hue="slate")
