@@ -2,8 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test setup
+.PHONY: run test setup browser
 
 $(VENV)/installed.stamp: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -12,8 +13,13 @@ $(VENV)/installed.stamp: requirements.txt
 
 setup: $(VENV)/installed.stamp
 
+# The browser tests drive Debian's chromium with Playwright (never `playwright install`).
+browser:
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+
 run: setup
 	$(PY) launch.py $(ARGS)
 
-test: setup
-	$(PY) -m pytest -q tests
+test: setup browser
+	$(PY) -m pytest -q -p no:cacheprovider tests

@@ -154,8 +154,11 @@ def _browser(playwright):
 
 
 def _image_size(page, elem_id):
-    return page.evaluate(f"""() => {{ const i = document.querySelector('#{elem_id} img');
-        return i && i.complete ? [i.naturalWidth, i.naturalHeight] : null; }}""")
+    """Natural size of the image shown in a component, once it has loaded."""
+    size = f"""() => {{ const i = document.querySelector('#{elem_id} img');
+        return i && i.complete && i.naturalWidth > 0 ? [i.naturalWidth, i.naturalHeight] : null; }}"""
+    page.wait_for_function(size)
+    return page.evaluate(size)
 
 
 def test_browser_session(server, tmp_path):
@@ -170,7 +173,7 @@ def test_browser_session(server, tmp_path):
         page.wait_for_timeout(1500)
         page.locator("#run").click()
         expect(page.locator("#status")).to_contain_text("caption", timeout=90_000)
-        words = page.locator("#caption .textspan")
+        words = page.locator("#caption .token")
         expect(words.first).to_be_visible()
         n_words = words.count()
         assert n_words >= 2
@@ -178,7 +181,6 @@ def test_browser_session(server, tmp_path):
         second = words.nth(1).inner_text().strip()
         words.nth(1).click()
         expect(page.locator("#panel .step-facts")).to_contain_text(f"{second} at step 2")
-        page.wait_for_function("() => document.querySelector('#view img') !== null")
         assert _image_size(page, "view") == [600, 400]
         # the slider moves the step
         page.locator("#step input[type=range]").fill("1")

@@ -21,11 +21,12 @@ from ..render import COLORMAPS, UPSAMPLING
 from . import session as S
 
 log = logging.getLogger("viewer.app")
+DEFAULT_ORDER = ["sat-soft", "sat-hard", "updown"]
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "assets")
 
 CSS = """
 #caption { font-size: 1.6rem; }
-#caption .textspan { cursor: pointer; padding: 2px 4px; }
+#caption .token { cursor: pointer; padding: 2px 4px; }
 .step-facts { font-size: 1.15rem; margin-bottom: .5rem; }
 .topk-title { font-weight: 600; margin: .3rem 0; }
 .bar-row { display: flex; align-items: center; gap: .5rem; margin: 2px 0; font-size: 1.05rem; }
@@ -89,7 +90,7 @@ def _style(upsampling, colormap, opacity, show_alpha, hard_samples) -> S.Style:
 
 
 def build(studio: S.Studio) -> gr.Blocks:
-    models = studio.models()
+    models = sorted(studio.models(), key=lambda m: (m not in DEFAULT_ORDER, DEFAULT_ORDER.index(m) if m in DEFAULT_ORDER else 0, m))
     examples = [os.path.join(ASSETS, n) for n in sorted(os.listdir(ASSETS)) if n.endswith(".jpg")]
     with gr.Blocks(title="Attention viewer", analytics_enabled=False) as demo:
         explored = gr.State(None)
@@ -123,7 +124,8 @@ def build(studio: S.Studio) -> gr.Blocks:
                             hard_samples = gr.Slider(1, 20, value=1, step=1, label="Hard attention: cells drawn")
                     with gr.Column(scale=3):
                         caption = gr.HighlightedText(label="Caption: click a word", elem_id="caption",
-                                                     combine_adjacent=False, show_legend=False, interactive=False,
+                                                     combine_adjacent=False, show_legend=False, show_inline_category=False,
+                                                     interactive=False,
                                                      color_map={"selected": "#f59e0b", "branched": "#93c5fd"})
                         view = gr.Image(label="Where the model looked", elem_id="view", interactive=False,
                                         height=540, format="png")
@@ -298,8 +300,10 @@ def build(studio: S.Studio) -> gr.Blocks:
             texts += [""] * (3 - len(texts))
             return [*views, *texts]
 
+        render_step = dict(fn=show_step, inputs=[explored, step, *style_inputs], outputs=step_outputs,
+                           show_progress="hidden")
         run.click(caption_photo, [photo, model, strategy, beam, temperature, seed, max_len, *style_inputs],
-                  [explored, step, beams, strip, status], concurrency_limit=4)
+                  [explored, step, beams, strip, status], concurrency_limit=4).success(**render_step)
         step.change(show_step, [explored, step, *style_inputs], step_outputs, show_progress="hidden")
         for control in style_inputs:
             control.change(restyle, [explored, step, *style_inputs], [*step_outputs, strip], show_progress="hidden")
@@ -308,11 +312,11 @@ def build(studio: S.Studio) -> gr.Blocks:
         caption.select(click_word, [explored], step, show_progress="hidden")
         play_btn.click(toggle_play, [explored, step, playing], [timer, playing, play_btn, step])
         timer.tick(tick, [explored, step], [step, timer, playing, play_btn], show_progress="hidden")
-        branch_btn.click(branch, [explored, step, alternative, *style_inputs], [explored, step, beams, strip])
-        back_btn.click(back, [explored, *style_inputs], [explored, step, beams, strip])
-        reset_btn.click(reset, [explored, *style_inputs], [explored, step, beams, strip])
-        beams.select(lambda ex, i, *st: choose_beam(ex, i, *st), [explored, beams, *style_inputs],
-                     [explored, step, strip])
+        branch_btn.click(branch, [explored, step, alternative, *style_inputs],
+                         [explored, step, beams, strip]).success(**render_step)
+        back_btn.click(back, [explored, *style_inputs], [explored, step, beams, strip]).success(**render_step)
+        reset_btn.click(reset, [explored, *style_inputs], [explored, step, beams, strip]).success(**render_step)
+        beams.select(choose_beam, [explored, beams, *style_inputs], [explored, step, strip]).success(**render_step)
         for btn, kind in ((png_view, "view"), (png_strip, "strip"), (gif, "gif"), (json_btn, "json")):
             btn.click(functools.partial(export, kind), [explored, step, *style_inputs], download)
         cmp_run.click(compare, [explored, cmp_models, cmp_mode, cmp_text, *style_inputs], [compared, cmp_step])
