@@ -93,8 +93,8 @@ def build(studio: S.Studio) -> gr.Blocks:
     models = sorted(studio.models(), key=lambda m: (m not in DEFAULT_ORDER, DEFAULT_ORDER.index(m) if m in DEFAULT_ORDER else 0, m))
     examples = [os.path.join(ASSETS, n) for n in sorted(os.listdir(ASSETS)) if n.endswith(".jpg")]
     with gr.Blocks(title="Attention viewer", analytics_enabled=False) as demo:
-        explored = gr.State(None)
-        compared = gr.State(None)
+        explored = gr.State(None, time_to_live=3600)
+        compared = gr.State(None, time_to_live=3600)
         gr.Markdown("## Attention viewer: watch a captioning model look, word by word")
         with gr.Tabs():
             with gr.Tab("Explore", id="explore"):
@@ -237,17 +237,11 @@ def build(studio: S.Studio) -> gr.Blocks:
             return (ex, *_trace_views(ex, _style(*style)))
 
         @friendly
-        def back(ex, *style):
+        def undo(how, ex, *style):
+            """Back one branch or reset to the model's own caption."""
             if ex is None:
                 raise gr.Error("Caption a photo first.")
-            ex = studio.unbranch(ex)
-            return (ex, *_trace_views(ex, _style(*style)))
-
-        @friendly
-        def reset(ex, *style):
-            if ex is None:
-                raise gr.Error("Caption a photo first.")
-            ex = studio.reset(ex)
+            ex = studio.unbranch(ex) if how == "back" else studio.reset(ex)
             return (ex, *_trace_views(ex, _style(*style)))
 
         @friendly
@@ -314,8 +308,9 @@ def build(studio: S.Studio) -> gr.Blocks:
         timer.tick(tick, [explored, step], [step, timer, playing, play_btn], show_progress="hidden")
         branch_btn.click(branch, [explored, step, alternative, *style_inputs],
                          [explored, step, beams, strip]).success(**render_step)
-        back_btn.click(back, [explored, *style_inputs], [explored, step, beams, strip]).success(**render_step)
-        reset_btn.click(reset, [explored, *style_inputs], [explored, step, beams, strip]).success(**render_step)
+        for btn, how in ((back_btn, "back"), (reset_btn, "reset")):
+            btn.click(functools.partial(undo, how), [explored, *style_inputs],
+                      [explored, step, beams, strip]).success(**render_step)
         beams.select(choose_beam, [explored, beams, *style_inputs], [explored, step, strip]).success(**render_step)
         for btn, kind in ((png_view, "view"), (png_strip, "strip"), (gif, "gif"), (json_btn, "json")):
             btn.click(functools.partial(export, kind), [explored, step, *style_inputs], download)
