@@ -147,14 +147,14 @@ def build(studio: S.Studio) -> gr.Blocks:
                         beams = gr.Radio([], label="Beams (best first)", elem_id="beams", type="index")
                         with gr.Accordion("Raw attention numbers", open=False):
                             numbers = gr.HTML(elem_id="numbers")
-                        strip = gr.Image(label="Every word with its attention", elem_id="strip",
-                                         interactive=False, format="png")
+                        gr.Markdown("**Every word with its attention** (the paper's figure)")
+                        strip = gr.Image(show_label=False, elem_id="strip", interactive=False, format="png")
                         with gr.Row():
                             png_view = gr.Button("PNG of this view", size="sm", elem_id="export-view")
                             png_strip = gr.Button("PNG of the word strip", size="sm", elem_id="export-strip")
                             gif = gr.Button("Animated GIF", size="sm", elem_id="export-gif")
                             json_btn = gr.Button("JSON trace", size="sm", elem_id="export-json")
-                        download = gr.File(label="Download", elem_id="download", interactive=False)
+                        download = gr.File(label="Download", elem_id="download", interactive=False, height=80)
             with gr.Tab("Compare", id="compare"):
                 gr.Markdown("Same photo (from Explore), 2 or 3 models, synchronised words.")
                 with gr.Row():

@@ -96,6 +96,8 @@ class ShowAttendTell(CaptionModel):
         if not self._use_expectation:
             # REINFORCE: the caption's mean token log-likelihood under the sampled cells is the reward
             reward = (token_logp.detach() * valid).sum(0) / valid.sum(0)
+            if self.baseline == 0:   # first sampled batch: start the moving average at the reward
+                self.baseline.fill_(reward.mean().item())
             logp_s = (torch.stack([s.sample_logprob for s in steps]) * valid).sum(0)
             loss = loss - self.lambda_r * ((reward - self.baseline) * logp_s).sum() / n_tokens
             self.baseline.mul_(0.9).add_(0.1 * reward.mean())
