@@ -12,7 +12,7 @@ with any chosen word, after which the chosen strategy continues.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -57,7 +57,6 @@ class Hypothesis:
     sample: torch.Tensor | None = None   # (T,)
     finished: bool = True
     score: float = 0.0               # length-normalised total log-probability
-    extras: dict = field(default_factory=dict)
 
 
 @torch.no_grad()

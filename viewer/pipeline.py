@@ -8,8 +8,6 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 
-import torch
-
 from . import checkpoints
 from .decoding import DecodeSettings, decode
 from .device import pick_device

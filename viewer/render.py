@@ -7,7 +7,6 @@ photos exactly as the squashed model input implies.
 """
 from __future__ import annotations
 
-import io
 
 import cv2
 import numpy as np
@@ -166,9 +165,3 @@ def render_gif(rgb: np.ndarray, trace: AttentionTrace, path: str, max_side: int 
         frames.append(canvas)
     frames[0].save(path, save_all=True, append_images=frames[1:], duration=ms_per_word, loop=0)
     return path
-
-
-def to_png_bytes(rgb: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    Image.fromarray(rgb).save(buf, "PNG")
-    return buf.getvalue()

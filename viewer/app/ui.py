@@ -12,7 +12,6 @@ import os
 import time
 
 import gradio as gr
-import numpy as np
 
 from ..checkpoints import CheckpointError
 from ..decoding import DecodeSettings
