@@ -188,6 +188,11 @@ def test_browser_session(server, tmp_path):
         # keyboard arrow
         page.locator("body").press("ArrowRight")
         expect(page.locator("#panel .step-facts")).to_contain_text("at step 2")
+        # play animates the words, pause stops it
+        page.locator("#play").click()
+        expect(page.locator("#panel .step-facts")).to_contain_text("at step 3", timeout=20_000)
+        page.locator("#play").click()
+        expect(page.locator("#play")).to_contain_text("Play")
         # overlay types
         before = page.locator("#view img").get_attribute("src")
         page.locator("#upsampling").get_by_text("blocky").click()
