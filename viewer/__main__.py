@@ -104,6 +104,21 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    import glob
+    from . import bench
+    from .checkpoints import available
+    images = args.images or [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")]
+    paths = []
+    for item in images:
+        paths += sorted(glob.glob(os.path.join(item, "*.jpg"))) if os.path.isdir(item) else [item]
+    models = args.models or list(available(args.checkpoints))
+    result = bench.run(models, paths, args.device, repeats=args.repeats, beam=args.beam,
+                       checkpoint_dir=args.checkpoints)
+    print(json.dumps(result, indent=1) if args.json else bench.table(result))
+    return 0
+
+
 def _device(args):
     from .device import pick_device
     return pick_device(args.device)
@@ -161,6 +176,14 @@ def main(argv=None) -> int:
     p.add_argument("--captions-out")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("bench", help="measure latency per stage, render time, throughput, memory")
+    p.add_argument("--models", nargs="+", help="default: every model in checkpoints/")
+    p.add_argument("--images", nargs="+", help="photos or folders (default: assets/)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--beam", type=int, default=3)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_bench)
 
     args = parser.parse_args(argv)
     from .checkpoints import CheckpointError

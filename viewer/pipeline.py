@@ -38,17 +38,23 @@ class Captioner:
             self._models[path] = checkpoints.load(path, self.device)
         return self._models[path]
 
-    def features(self, photos: list[Photo]) -> list[ImageFeatures]:
-        """Features for each photo, computing the missing ones in one batch; LRU-bounded cache."""
+    def features(self, photos: list[Photo], with_regions: bool = True) -> list[ImageFeatures]:
+        """Features for each photo, computing the missing ones in one batch; LRU-bounded cache.
+
+        Regions are detected only when asked for (region models), once per photo.
+        """
         keys = [photo_key(p) for p in photos]
         todo = {k: p for k, p in zip(keys, photos) if k not in self._features}
         if todo:
-            for k, f in zip(todo, self.vision.extract([squash(p) for p in todo.values()])):
+            for k, f in zip(todo, self.vision.extract([squash(p) for p in todo.values()], with_regions)):
                 self._features[k] = f
         out = []
-        for k in keys:
+        for k, p in zip(keys, photos):
             self._features.move_to_end(k)
-            out.append(self._features[k])
+            item = self._features[k]
+            if with_regions and item.regions is None:
+                item.regions = self.vision.detector.detect(squash(p))
+            out.append(item)
         while len(self._features) > self.max_cached_photos:
             self._features.popitem(last=False)
         return out
@@ -61,7 +67,7 @@ class Captioner:
         """
         settings = settings or DecodeSettings()
         lm = self.model(model)
-        feats = self.features(photos)
+        feats = self.features(photos, with_regions=lm.attends_to == "regions")
         x, mask = model_inputs(feats, lm.attends_to, self.device)
         ids = None if prefixes is None else [[lm.vocab.index.get(w, lm.vocab.unk) for w in p] for p in prefixes]
         hyps = decode(lm.model, x, mask, settings, lm.vocab, ids)

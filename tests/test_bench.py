@@ -1,0 +1,30 @@
+"""The benchmark command measures what it says, and its unbatched reference decodes the same caption."""
+import os
+
+from viewer import bench
+from viewer.vision import model_inputs
+
+from conftest import ASSETS
+
+
+def test_unbatched_reference_finds_the_same_best_caption(captioner, photo):
+    from viewer.decoding import DecodeSettings, decode
+    for model in ("sat-soft", "updown"):
+        lm = captioner.model(model)
+        feats = captioner.features([photo], with_regions=lm.attends_to == "regions")
+        x, mask = model_inputs(feats, lm.attends_to)
+        batched = decode(lm.model, x, mask, DecodeSettings(strategy="beam", beam_size=3), lm.vocab)[0][0].tokens
+        assert bench.one_beam_at_a_time(lm, x, mask, beam=3, max_len=20) == batched
+
+
+def test_bench_reports_every_stage(tiny_checkpoints):
+    photos = [os.path.join(ASSETS, n) for n in ("coffee.jpg", "chelsea.jpg")]
+    result = bench.run(["sat-hard", "updown"], photos, "cpu", repeats=1, checkpoint_dir=tiny_checkpoints)
+    for name, r in result["models"].items():
+        stages = r["end_to_end"]
+        assert set(stages) == {"preprocess", "encoder", "detector", "decode", "trace", "total"}
+        assert stages["total"]["median_ms"] >= stages["encoder"]["median_ms"] > 0
+        assert (stages["detector"]["median_ms"] > 0) == (name == "updown")   # grid models skip the detector
+        assert r["batch_images_per_s"] > 0 and r["batching"]["speedup"] > 0
+    assert result["peak_memory_mb"] > 0
+    assert "| updown |" in bench.table(result)

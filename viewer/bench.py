@@ -1,0 +1,157 @@
+"""Benchmark: where the time goes from photo to trace, per model, on the same photos in one run.
+
+Reports median and p95 end-to-end latency with a per-stage breakdown (preprocess, encoder,
+detector, decode, trace), one overlay render at 1024x768, evaluate-style batch throughput from
+cached features, the batched decoder's speed-up over stepping one beam at a time, and peak memory.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import time
+
+import numpy as np
+import torch
+
+from .decoding import DecodeSettings, decode
+from .images import load_photo, squash
+from .pipeline import Captioner
+from .render import render_step
+from .trace import build_trace
+from .vision import ImageFeatures, model_inputs
+
+
+def _stats(seconds: list[float]) -> dict:
+    ms = np.asarray(seconds) * 1000
+    return {"median_ms": round(float(np.median(ms)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1)}
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def end_to_end(captioner: Captioner, model: str, photos, settings: DecodeSettings, repeats: int) -> dict:
+    """Latency of one photo from pixels to trace, stage by stage (features not cached)."""
+    lm = captioner.model(model)
+    vision = captioner.vision
+    stages = {k: [] for k in ("preprocess", "encoder", "detector", "decode", "trace", "total")}
+    for _ in range(repeats):
+        for photo in photos:
+            image, t_pre = _timed(lambda: squash(photo))
+            grid, t_enc = _timed(lambda: vision.encoder(torch.from_numpy(image[None])).cpu())
+            regions, t_det = (None, 0.0)
+            if lm.attends_to == "regions":
+                regions, t_det = _timed(lambda: vision.detector.detect(image))
+            feats = [ImageFeatures(grid[0], regions)]
+
+            def run_decode():
+                x, mask = model_inputs(feats, lm.attends_to, captioner.device)
+                return decode(lm.model, x, mask, settings, lm.vocab)
+            hyps, t_dec = _timed(run_decode)
+            _, t_tr = _timed(lambda: [build_trace(h, lm.vocab, model, lm.attends_to, photo.width, photo.height,
+                                                  regions=regions) for h in hyps[0]])
+            for key, t in zip(stages, (t_pre, t_enc, t_det, t_dec, t_tr, t_pre + t_enc + t_det + t_dec + t_tr)):
+                stages[key].append(t)
+    return {k: _stats(v) for k, v in stages.items()}
+
+
+def render_latency(captioner: Captioner, model: str, photo, repeats: int = 20) -> dict:
+    trace = captioner.caption([photo], model)[0][0]
+    rgb = np.ascontiguousarray(np.resize(squash(photo, 256), (768, 1024, 3)))
+    times = [_timed(lambda: render_step(rgb, trace, min(1, len(trace.steps) - 1)))[1] for _ in range(repeats)]
+    return _stats(times)
+
+
+def throughput(captioner: Captioner, model: str, photos, settings: DecodeSettings, n_images: int = 200,
+               batch: int = 50) -> float:
+    """Images per second for evaluate-style work: features cached, decoding batched."""
+    lm = captioner.model(model)
+    feats = captioner.features(photos, with_regions=lm.attends_to == "regions")
+    items = [feats[i % len(feats)] for i in range(n_images)]
+    start = time.perf_counter()
+    for i in range(0, n_images, batch):
+        x, mask = model_inputs(items[i:i + batch], lm.attends_to, captioner.device)
+        decode(lm.model, x, mask, settings, lm.vocab)
+    return round(n_images / (time.perf_counter() - start), 1)
+
+
+@torch.no_grad()
+def one_beam_at_a_time(lm, x, mask, beam: int, max_len: int) -> list[int]:
+    """Reference beam search that calls the model once per beam per step (what batching avoids)."""
+    state = lm.model.init_state(x, mask)
+    beams = [(0.0, [lm.vocab.start], state)]
+    done = []
+    for _ in range(max_len):
+        candidates = []
+        for score, words, st in beams:
+            step, new = lm.model.forward_step(st, torch.tensor([words[-1]], device=x.device))
+            logp = torch.log_softmax(step.logits[0], -1)
+            logp[[lm.vocab.pad, lm.vocab.start]] = float("-inf")
+            top = logp.topk(beam)
+            candidates += [(score + v, words + [i], new) for v, i in zip(top.values.tolist(), top.indices.tolist())]
+        candidates.sort(key=lambda c: -c[0])
+        beams = []
+        for c in candidates:
+            (done if c[1][-1] == lm.vocab.end else beams).append(c)
+            if len(beams) == beam:
+                break
+        if len(done) >= beam or not beams:
+            break
+    return max(done or beams, key=lambda c: c[0])[1][1:]
+
+
+def batching_speedup(captioner: Captioner, model: str, photos, beam: int = 3, max_len: int = 20) -> dict:
+    lm = captioner.model(model)
+    feats = captioner.features(photos, with_regions=lm.attends_to == "regions")
+    x, mask = model_inputs(feats, lm.attends_to, captioner.device)
+    settings = DecodeSettings(strategy="beam", beam_size=beam, max_len=max_len)
+    _, batched = _timed(lambda: decode(lm.model, x, mask, settings, lm.vocab))
+    _, single = _timed(lambda: [one_beam_at_a_time(lm, x[i:i + 1], mask[i:i + 1], beam, max_len)
+                                for i in range(len(feats))])
+    return {"batched_s": round(batched, 3), "one_beam_at_a_time_s": round(single, 3),
+            "speedup": round(single / batched, 1)}
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def run(models: list[str], image_paths: list[str], device: str | None = None, repeats: int = 5,
+        beam: int = 3, checkpoint_dir: str | None = None) -> dict:
+    captioner = Captioner(device) if checkpoint_dir is None else Captioner(device, checkpoint_dir=checkpoint_dir)
+    photos = [load_photo(p) for p in image_paths]
+    settings = DecodeSettings(strategy="beam", beam_size=beam)
+    result = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                         f"torch {torch.__version__}, {torch.get_num_threads()} threads",
+              "device": str(captioner.device), "images": [os.path.basename(p) for p in image_paths],
+              "beam": beam, "models": {}}
+    for model in models:
+        captioner.caption(photos[:1], model, settings)   # warm up: load weights, first calls
+        result["models"][model] = {
+            "end_to_end": end_to_end(captioner, model, photos, settings, repeats),
+            "render_1024x768": render_latency(captioner, model, photos[0]),
+            "batch_images_per_s": throughput(captioner, model, photos, settings),
+            "batching": batching_speedup(captioner, model, photos, beam),
+        }
+    result["peak_memory_mb"] = peak_memory_mb(captioner.device)
+    return result
+
+
+def table(result: dict) -> str:
+    lines = [f"machine: {result['machine']}; device {result['device']}; beam {result['beam']}; "
+             f"{len(result['images'])} photos; peak memory {result['peak_memory_mb']} MB", "",
+             "| model | end to end median / p95 (ms) | preprocess | encoder | detector | decode | trace | "
+             "render 1024x768 | batch images/s | batched vs one beam at a time |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in result["models"].items():
+        e = r["end_to_end"]
+        lines.append(f"| {name} | {e['total']['median_ms']} / {e['total']['p95_ms']} | "
+                     + " | ".join(str(e[k]["median_ms"]) for k in ("preprocess", "encoder", "detector", "decode", "trace"))
+                     + f" | {r['render_1024x768']['median_ms']} | {r['batch_images_per_s']} | "
+                     f"{r['batching']['speedup']}x |")
+    return "\n".join(lines)
