@@ -114,3 +114,14 @@ def captioner(tiny_checkpoints):
 def photo():
     from viewer.images import load_photo
     return load_photo(os.path.join(ASSETS, "coffee.jpg"))
+
+
+@pytest.fixture(scope="session")
+def server(tiny_checkpoints):
+    """The app on a free loopback port, in this process, on the tiny models: (url, studio)."""
+    from viewer.app import create_app, free_port, launch
+    demo, studio = create_app("cpu", tiny_checkpoints)
+    port = free_port()
+    launch(demo, "127.0.0.1", port, block=False)
+    yield f"http://127.0.0.1:{port}/", studio
+    demo.close()

@@ -25,16 +25,6 @@ def studio(captioner):
     return Studio(captioner)
 
 
-@pytest.fixture(scope="module")
-def server(tiny_checkpoints):
-    from viewer.app import create_app, free_port, launch
-    demo, studio = create_app("cpu", tiny_checkpoints)
-    port = free_port()
-    launch(demo, "127.0.0.1", port, block=False)
-    yield f"http://127.0.0.1:{port}/", studio
-    demo.close()
-
-
 # --- session logic -------------------------------------------------------------------------------
 
 def test_stepping_and_restyling_never_rerun_the_model(studio, photo):

@@ -6,6 +6,7 @@ re-decoding a photo (another model, another setting, a branch) never re-runs the
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 
 from . import checkpoints
@@ -25,6 +26,7 @@ class Captioner:
         self._models: dict[str, checkpoints.LoadedModel] = {}
         self._features: OrderedDict[str, ImageFeatures] = OrderedDict()
         self.max_cached_photos = max_cached_photos
+        self._lock = threading.RLock()   # the app calls in from several worker threads
 
     @property
     def vision(self) -> VisionStack:
@@ -34,15 +36,20 @@ class Captioner:
 
     def model(self, name_or_path: str) -> checkpoints.LoadedModel:
         path = checkpoints.resolve(name_or_path, self.checkpoint_dir)
-        if path not in self._models:
-            self._models[path] = checkpoints.load(path, self.device)
-        return self._models[path]
+        with self._lock:
+            if path not in self._models:
+                self._models[path] = checkpoints.load(path, self.device)
+            return self._models[path]
 
     def features(self, photos: list[Photo], with_regions: bool = True) -> list[ImageFeatures]:
         """Features for each photo, computing the missing ones in one batch; LRU-bounded cache.
 
         Regions are detected only when asked for (region models), once per photo.
         """
+        with self._lock:
+            return self._features_locked(photos, with_regions)
+
+    def _features_locked(self, photos: list[Photo], with_regions: bool) -> list[ImageFeatures]:
         keys = [photo_key(p) for p in photos]
         todo = {k: p for k, p in zip(keys, photos) if k not in self._features}
         if todo:

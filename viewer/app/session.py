@@ -7,9 +7,11 @@ to a model or undoing a branch never re-runs anything.
 """
 from __future__ import annotations
 
+import atexit
 import html
 import json
 import os
+import shutil
 import tempfile
 import threading
 from collections import OrderedDict
@@ -60,12 +62,17 @@ class Exploration:
 class Studio:
     """Shared by all sessions: the captioner and a bounded cache of decodes (thread-safe)."""
 
-    def __init__(self, captioner: Captioner, max_decodes: int = 128):
+    def __init__(self, captioner: Captioner, max_decodes: int = 128, max_exports: int = 200):
         self.captioner = captioner
-        self.max_decodes = max_decodes
+        self.max_decodes, self.max_exports = max_decodes, max_exports
         self._decodes: OrderedDict[tuple, list[AttentionTrace]] = OrderedDict()
         self._lock = threading.Lock()
         self.export_dir = tempfile.mkdtemp(prefix="attention-viewer-")
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Remove every exported file (also run at interpreter exit)."""
+        shutil.rmtree(self.export_dir, ignore_errors=True)
 
     def models(self) -> list[str]:
         from ..checkpoints import available
@@ -126,9 +133,17 @@ class Studio:
 
     # --- exporting ---------------------------------------------------------------------------
     def export_path(self, ex: Exploration, suffix: str) -> str:
+        """A fresh file inside export_dir; the name keeps only safe characters of the photo's name,
+        and only the newest `max_exports` exports are kept."""
+        os.makedirs(self.export_dir, exist_ok=True)
+        folders = sorted((os.path.join(self.export_dir, d) for d in os.listdir(self.export_dir)), key=os.path.getmtime)
+        for old in folders[: max(0, len(folders) - self.max_exports + 1)]:
+            shutil.rmtree(old, ignore_errors=True)
         folder = tempfile.mkdtemp(dir=self.export_dir)
-        stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.path.splitext(ex.photo.name or "photo")[0])
-        return os.path.join(folder, f"{stem[:40] or 'photo'}_{ex.model}{suffix}")
+        base = os.path.basename((ex.photo.name or "photo").replace("\\", "/"))
+        stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.path.splitext(base)[0]).strip("_")
+        model = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.path.basename(ex.model))
+        return os.path.join(folder, f"{stem[:40] or 'photo'}_{model}{suffix}")
 
     def export_json(self, ex: Exploration) -> str:
         path = self.export_path(ex, ".json")

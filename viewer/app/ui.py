@@ -91,7 +91,8 @@ def _style(upsampling, colormap, opacity, show_alpha, hard_samples) -> S.Style:
 def build(studio: S.Studio) -> gr.Blocks:
     models = sorted(studio.models(), key=lambda m: (m not in DEFAULT_ORDER, DEFAULT_ORDER.index(m) if m in DEFAULT_ORDER else 0, m))
     examples = [os.path.join(ASSETS, n) for n in sorted(os.listdir(ASSETS)) if n.endswith(".jpg")]
-    with gr.Blocks(title="Attention viewer", analytics_enabled=False) as demo:
+    # uploads and served images in Gradio's cache are deleted an hour after they were made
+    with gr.Blocks(title="Attention viewer", analytics_enabled=False, delete_cache=(600, 3600)) as demo:
         explored = gr.State(None, time_to_live=3600)
         compared = gr.State(None, time_to_live=3600)
         gr.Markdown("## Attention viewer: watch a captioning model look, word by word")

@@ -1,0 +1,75 @@
+"""Load generator for a running viewer: N concurrent gradio_client sessions, each uploading its own
+photo and stepping through every word. Bounded in requests and time; loopback addresses only.
+
+    python -m viewer.loadtest http://127.0.0.1:7860/ --clients 20 [--photos DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlparse
+
+import numpy as np
+
+STYLE = ("smooth", "spotlight", 0.6, True, 1)
+
+
+def one_session(url: str, photo: str, model: str, max_steps: int = 12) -> dict:
+    """Caption one photo and step through its words; returns latencies and what came back."""
+    from gradio_client import Client, handle_file
+    client = Client(url, verbose=False)
+    start = time.perf_counter()
+    out = client.predict(handle_file(photo), model, "Greedy", 3, 1.0, 0, 20, *STYLE, api_name="/caption_photo")
+    latencies = [time.perf_counter() - start]
+    n_words = int(out[0]["maximum"]) if isinstance(out[0], dict) else max_steps
+    sizes = set()
+    for t in range(1, min(n_words, max_steps) + 1):
+        start = time.perf_counter()
+        view = client.predict(t, *STYLE, api_name="/show_step")
+        latencies.append(time.perf_counter() - start)
+        from PIL import Image
+        with Image.open(view[0]) as img:
+            sizes.add(img.size)
+    client.close()
+    return {"photo": photo, "latencies": latencies, "view_sizes": sorted(sizes)}
+
+
+def run_load(url: str, photos: list[str], model: str, clients: int = 20, timeout_s: float = 600) -> dict:
+    host = urlparse(url).hostname
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise ValueError("the load test only targets this machine (127.0.0.1)")
+    start = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        futures = [pool.submit(one_session, url, photos[i % len(photos)], model) for i in range(clients)]
+        results, errors = [], []
+        for f in futures:
+            try:
+                results.append(f.result(timeout=max(1.0, timeout_s - (time.perf_counter() - start))))
+            except Exception as err:  # noqa: BLE001 - every failure is counted, not raised
+                errors.append(f"{type(err).__name__}: {err}")
+    lat = np.array([x for r in results for x in r["latencies"]]) * 1000
+    return {"clients": clients, "errors": errors, "requests": int(lat.size),
+            "median_ms": round(float(np.median(lat)), 1) if lat.size else None,
+            "p95_ms": round(float(np.percentile(lat, 95)), 1) if lat.size else None,
+            "wall_s": round(time.perf_counter() - start, 1), "sessions": results}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m viewer.loadtest")
+    parser.add_argument("url")
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--model", default="sat-soft")
+    parser.add_argument("--photos", default=os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets"))
+    args = parser.parse_args(argv)
+    photos = sorted(os.path.join(args.photos, n) for n in os.listdir(args.photos) if n.endswith(".jpg"))
+    result = run_load(args.url, photos, args.model, args.clients)
+    result.pop("sessions")
+    print(json.dumps(result, indent=1))
+    return 1 if result["errors"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
