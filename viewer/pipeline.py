@@ -67,26 +67,33 @@ class Captioner:
         return out
 
     def caption(self, photos: list[Photo], model: str, settings: DecodeSettings | None = None,
-                prefixes: list[list[str]] | None = None) -> list[list[AttentionTrace]]:
+                prefixes: list[list[str]] | None = None, hidden: list[list[int]] | None = None
+                ) -> list[list[AttentionTrace]]:
         """Decode every photo; per photo the traces best first (several for beam search).
 
         `prefixes` (words) force the start of each caption: branching from a chosen word.
+        `hidden` (per photo, cell or region indices) are masked out of the model's view: occlusion.
         """
         settings = settings or DecodeSettings()
         lm = self.model(model)
         feats = self.features(photos, with_regions=lm.attends_to == "regions")
         x, mask = model_inputs(feats, lm.attends_to, self.device)
+        for i, idx in enumerate(hidden or []):
+            mask[i, list(idx)] = False
+        if not bool(mask.any(1).all()):
+            raise ValueError("everything the model could look at is hidden")
         ids = None if prefixes is None else [[lm.vocab.index.get(w, lm.vocab.unk) for w in p] for p in prefixes]
         hyps = decode(lm.model, x, mask, settings, lm.vocab, ids)
         return [[build_trace(h, lm.vocab, lm.name, lm.attends_to, p.width, p.height, p.name, f.regions)
                  for h in hs] for hs, p, f in zip(hyps, photos, feats)]
 
-    def force(self, photos: list[Photo], model: str, captions: list[str], seed: int = 0) -> list[AttentionTrace]:
+    def force(self, photos: list[Photo], model: str, captions: list[str], seed: int = 0,
+              hidden: list[list[int]] | None = None) -> list[AttentionTrace]:
         """Score given captions with teacher forcing; the attention each model gives those exact words."""
         lm = self.model(model)
         prefixes = [lm.vocab.decode(lm.vocab.encode(c)) + ["<end>"] for c in captions]
         settings = DecodeSettings(strategy="forced", seed=seed)
-        return [hs[0] for hs in self.caption(photos, model, settings, prefixes)]
+        return [hs[0] for hs in self.caption(photos, model, settings, prefixes, hidden)]
 
 
 def photo_key(photo: Photo) -> str:
