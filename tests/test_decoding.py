@@ -57,6 +57,13 @@ def test_beams_are_sorted_and_distinct(captioner, photo):
     assert np.isclose(beams[0].score, sum(s.logprob for s in beams[0].steps), atol=1e-4)
 
 
+@pytest.mark.parametrize("model", MODEL_TYPES)
+def test_greedy_takes_the_most_likely_word_at_every_step(captioner, photo, model):
+    trace = captioner.caption([photo], model, DecodeSettings(strategy="greedy", max_len=30))[0][0]
+    assert all(s.word == s.alternatives[0][0] for s in trace.steps)
+    assert trace.steps[-1].word == "<end>" or len(trace.steps) == 30
+
+
 def test_beam_size_one_is_greedy(captioner, photo):
     for model in MODEL_TYPES:
         greedy = captioner.caption([photo], model, DecodeSettings(strategy="greedy"))[0][0]

@@ -96,14 +96,15 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
         parents, new_words, new_scores, word_lp = [], [], [], []
         for i, cands in enumerate(candidates):
             live = []
-            for row, word, score, lp in cands:
-                if score == float("-inf"):
+            # candidates come best first: an <end> among the best k finishes a hypothesis; the
+            # best k others go on; anything ranked below them is pruned
+            for rank, (row, word, score, lp) in enumerate(cands):
+                if score == float("-inf") or len(live) == k or len(finished[i]) >= k:
                     break
-                if word == end:
-                    if len(finished[i]) < k:
-                        finished[i].append((score, t, row, word, lp))
-                elif len(live) < k and len(finished[i]) < k:
+                if word != end:
                     live.append((row, word, score, lp))
+                elif rank < k:
+                    finished[i].append((score, t, row, word, lp))
             live += [(i * k, end, float("-inf"), 0.0)] * (k - len(live))  # dead filler rows
             for row, word, score, lp in live:
                 parents.append(row); new_words.append(word); new_scores.append(score); word_lp.append(lp)
