@@ -104,3 +104,27 @@ def test_feature_cache_continues_after_interruption(tiny_data, vision, tmp_path)
     assert cache.load(paths[3]).grid.shape == (196, 1280)
     with open(os.path.join(cache.dir, "spec.json")) as f:
         assert "encoder" in json.load(f)
+
+
+def test_evaluate_command_scores_a_split_and_ships_the_model(tiny_checkpoints, tiny_data, cache_dir, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    from viewer import checkpoints
+    from conftest import ROOT
+
+    folder = tmp_path / "ckpt"
+    shutil.copytree(tiny_checkpoints, folder)
+    captions = tmp_path / "captions.json"
+    proc = subprocess.run([sys.executable, "-m", "viewer", "--checkpoints", str(folder), "evaluate", "--model",
+                           "sat-soft", "--data", tiny_data, "--split", "dev", "--cache", cache_dir, "--json",
+                           "--captions-out", str(captions), "--ship", "shipped"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["images"] == 2 and {"BLEU-4", "METEOR", "ROUGE-L", "CIDEr"} <= set(result)
+    written = json.load(open(captions))
+    assert sorted(os.path.basename(c["image"]) for c in written) == ["chelsea.jpg", "rocket.jpg"]
+    meta = checkpoints.read_meta(str(folder / "shipped.safetensors"))
+    assert meta["name"] == "shipped" and meta["dev_metrics"]["BLEU-4"] == result["BLEU-4"]
+    assert meta["dev_settings"]["beam"] == 3

@@ -94,6 +94,11 @@ def cmd_evaluate(args) -> int:
                                        device=captioner.device, vision=captioner.vision)
     out = args.captions_out or f"captions_{loaded.name}_{args.split}.json"
     write_captions(out, captions)
+    if args.ship:
+        from .checkpoints import ship
+        target = os.path.join(args.checkpoints, f"{args.ship}.safetensors")
+        ship(loaded, target, args.ship, {"dev_metrics": metrics,
+                                        "dev_settings": {"split": args.split, "beam": args.beam, "images": len(captions)}})
     result = {"model": loaded.name, "split": args.split, "images": len(captions), "beam": args.beam, **metrics,
               "captions_file": out}
     if args.json:
@@ -174,6 +179,8 @@ def main(argv=None) -> int:
     p.add_argument("--max-len", type=int, default=20)
     p.add_argument("--cache")
     p.add_argument("--captions-out")
+    p.add_argument("--ship", metavar="NAME", help="also save the model as checkpoints/NAME.safetensors (fp16) "
+                                                   "with these scores in its metadata")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)
 

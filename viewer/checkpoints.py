@@ -65,6 +65,14 @@ def save(path: str, model: CaptionModel, vocab: Vocabulary, name: str, model_typ
     os.replace(tmp, path)
 
 
+def ship(loaded: LoadedModel, path: str, name: str, updates: dict) -> None:
+    """Save a loaded model under a new name (fp16), its metadata updated (e.g. measured dev scores)."""
+    meta = {**loaded.meta, **updates}
+    extra = {k: v for k, v in meta.items() if k not in ("format", "name", "model_type", "hparams", "vocab",
+                                                        "vision_spec_key", "vision_spec", "date", "code_version")}
+    save(path, loaded.model, loaded.vocab, name, meta["model_type"], meta["hparams"], extra, half=True)
+
+
 def read_meta(path: str) -> dict:
     """The checkpoint's metadata, validated; raises CheckpointError with a readable reason."""
     if not os.path.isfile(path):

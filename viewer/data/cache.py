@@ -6,8 +6,10 @@ interrupted build continues where it stopped and a change of encoder, detector o
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -35,8 +37,9 @@ class FeatureCache:
     def missing(self, image_paths: list[str]) -> list[str]:
         return [p for p in image_paths if not os.path.exists(self.path(p))]
 
-    def build(self, image_paths: list[str], vision, batch_size: int = 16, log=print) -> None:
+    def build(self, image_paths: list[str], vision, batch_size: int = 16, log=None) -> None:
         """Compute and store features for every image not cached yet (progress bar with ETA)."""
+        log = log or functools.partial(print, file=sys.stderr)   # stdout stays for results (--json)
         todo = self.missing(image_paths)
         log(f"feature cache {self.dir}: {len(image_paths) - len(todo)} cached, {len(todo)} to compute")
         start = time.time()
