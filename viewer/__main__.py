@@ -109,6 +109,32 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_triage(args) -> int:
+    import glob
+    from .data.datasets import load_dataset
+    from .decoding import DecodeSettings
+    from .pipeline import Captioner
+    from .triage import rank, triage, write_report
+
+    if bool(args.data) == bool(args.images):
+        raise ValueError("give either --data DIR (with --split) or --images FOLDER")
+    references = None
+    if args.data:
+        data = load_dataset(args.data)
+        paths = data.split(args.split)
+        references = {p: data.captions[p] for p in paths}
+    else:
+        paths = sorted(p for ext in ("jpg", "jpeg", "png") for p in glob.glob(os.path.join(args.images, f"*.{ext}")))
+    paths = paths[: args.limit] if args.limit else paths
+    captioner = Captioner(args.device, checkpoint_dir=args.checkpoints)
+    captioner.model(args.model)
+    rows = rank(triage(captioner, args.model, paths, references, DecodeSettings(beam_size=args.beam),
+                       log=lambda m: print(m, file=sys.stderr)), args.sort)
+    out = write_report(rows, args.out, args.model, args.sort)
+    print(json.dumps(out))
+    return 0
+
+
 def cmd_bench(args) -> int:
     import glob
     from . import bench
@@ -183,6 +209,17 @@ def main(argv=None) -> int:
                                                    "with these scores in its metadata")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("triage", help="rank many photos by score, grounding or confidence; HTML report + CSV")
+    p.add_argument("--model", required=True)
+    p.add_argument("--data", help="dataset folder or JSON (references give scores)")
+    p.add_argument("--split", default="dev")
+    p.add_argument("--images", help="a folder of photos instead of a dataset")
+    p.add_argument("--sort", choices=["score", "grounding", "confidence"], default="score")
+    p.add_argument("--beam", type=int, default=3)
+    p.add_argument("--limit", type=int, default=0, help="only the first N photos")
+    p.add_argument("--out", default="triage")
+    p.set_defaults(func=cmd_triage)
 
     p = sub.add_parser("bench", help="measure latency per stage, render time, throughput, memory")
     p.add_argument("--models", nargs="+", help="default: every model in checkpoints/")

@@ -23,8 +23,13 @@ def java_available() -> bool:
     return shutil.which("java") is not None
 
 
-def score_captions(predictions: dict[str, str], references: dict[str, list[str]], meteor: bool = True) -> dict:
-    """Corpus metrics of predicted captions (one per id) against their references."""
+def score_captions(predictions: dict[str, str], references: dict[str, list[str]], meteor: bool = True,
+                   per_image: dict | None = None) -> dict:
+    """Corpus metrics of predicted captions (one per id) against their references.
+
+    Pass a dict as `per_image` to also receive each id's own scores (CIDEr's document
+    frequencies still come from the whole set, as in the COCO evaluation).
+    """
     from pycocoevalcap.bleu.bleu import Bleu
     from pycocoevalcap.cider.cider import Cider
     from pycocoevalcap.rouge.rouge import Rouge
@@ -48,9 +53,13 @@ def score_captions(predictions: dict[str, str], references: dict[str, list[str]]
     out = {}
     for scorer, names in scorers:
         with contextlib.redirect_stdout(io.StringIO()):   # the scorers print their internals
-            score, _ = scorer.compute_score(gts, res)
-        for name, value in zip(names, score if isinstance(score, list) else [score]):
+            score, scores = scorer.compute_score(gts, res)
+        multi = isinstance(score, list)
+        for j, (name, value) in enumerate(zip(names, score if multi else [score])):
             out[name] = round(float(value) * 100, 2)
+            if per_image is not None:
+                for i, v in zip(ids, scores[j] if multi else scores):
+                    per_image.setdefault(i, {})[name] = round(float(v) * 100, 2)
     return out
 
 

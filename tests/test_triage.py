@@ -1,0 +1,34 @@
+"""Batch triage on the tiny dataset: every photo ranked, reported in HTML and CSV."""
+import csv
+import json
+import os
+
+from viewer.data.datasets import load_dataset
+from viewer.triage import rank, triage, write_report
+
+
+def test_triage_end_to_end(captioner, tiny_data, tmp_path):
+    data = load_dataset(tiny_data)
+    paths = data.split("train")
+    broken = tmp_path / "broken.jpg"
+    broken.write_bytes(b"nope")
+    refs = {p: data.captions[p] for p in paths}
+    rows = triage(captioner, "sat-soft", paths + [str(broken)], refs, log=lambda *a: None)
+    assert len(rows) == len(paths) + 1
+    ranked = rank(rows, "score")
+    scores = [r["CIDEr"] for r in ranked if "CIDEr" in r]
+    assert scores == sorted(scores) and len(scores) == len(paths)
+    assert ranked[-1]["image"] == str(broken) and "not an image" in ranked[-1]["error"]
+    by_conf = [r["confidence"] for r in rank(rows, "confidence") if "confidence" in r]
+    assert by_conf == sorted(by_conf)
+    out = write_report(ranked, str(tmp_path / "report"), "sat-soft", "score")
+    page = open(out["html"], encoding="utf-8").read()
+    for p in paths:
+        assert p in page
+        assert data.captions[p][0] in page                 # references are shown
+    assert page.count("data:image/jpeg;base64,") == 2 * len(paths)   # thumbnail + word strip, inline
+    with open(out["csv"]) as f:
+        table = list(csv.DictReader(f))
+    assert [r["image"] for r in table] == [r["image"] for r in ranked]
+    assert [json.loads(line)["image"] for line in open(out["traces"])] == [r["image"] for r in ranked[:-1]]
+    assert all(r["grounding"] is None or 0.0 <= r["grounding"] <= 1.0 for r in rows if "caption" in r)

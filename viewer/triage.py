@@ -1,0 +1,120 @@
+"""Batch triage: caption many photos, rank them by score, grounding or confidence, and write a
+self-contained HTML report (thumbnails, captions, references, word strips), a CSV and the traces.
+"""
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import os
+
+import numpy as np
+from PIL import Image
+
+from .decoding import DecodeSettings
+from .diagnose import grounding, grounding_summary, sanity
+from .evaluate import score_captions
+from .images import ImageError, load_photo
+from .render import render_strip
+
+SORT_KEYS = {"score": "CIDEr", "grounding": "grounding", "confidence": "confidence"}
+
+
+def triage(captioner, model: str, paths: list[str], references: dict[str, list[str]] | None = None,
+           settings: DecodeSettings | None = None, batch_size: int = 16, log=print) -> list[dict]:
+    """One row per photo: caption, scores against references, grounding, confidence, sanity flags."""
+    settings = settings or DecodeSettings()
+    rows, traces = [], {}
+    for i in range(0, len(paths), batch_size):
+        photos = []
+        for path in paths[i:i + batch_size]:
+            try:
+                photo = load_photo(path)
+            except ImageError as err:
+                rows.append({"image": path, "error": str(err)})
+                continue
+            photo.name = path
+            photos.append(photo)
+        if not photos:
+            continue
+        regions = [f.regions for f in captioner.features(photos, with_regions=True)]
+        for photo, beams, reg in zip(photos, captioner.caption(photos, model, settings), regions):
+            trace = beams[0]
+            ground = grounding_summary(grounding(trace, reg))
+            rows.append({"image": photo.name, "caption": trace.caption,
+                         "confidence": round(float(np.mean([s.logprob for s in trace.steps])), 4),
+                         "grounding": None if ground["mean_inside"] is None else round(ground["mean_inside"], 4),
+                         "not_detected": " ".join(ground["not_detected"]),
+                         "static_attention": sanity(trace)["static"]})
+            traces[photo.name] = (photo, trace)
+        log(f"triage: {min(i + batch_size, len(paths))}/{len(paths)} photos")
+    if references:
+        per_image: dict = {}
+        ok = [r for r in rows if "caption" in r]
+        score_captions({r["image"]: r["caption"] for r in ok}, {r["image"]: references[r["image"]] for r in ok},
+                       per_image=per_image)
+        for r in ok:
+            r.update({k: per_image[r["image"]][k] for k in ("BLEU-4", "METEOR", "CIDEr") if k in per_image[r["image"]]})
+            r["references"] = references[r["image"]]
+    for r in rows:
+        r["_trace"] = traces.get(r["image"])
+    return rows
+
+
+def rank(rows: list[dict], by: str = "score") -> list[dict]:
+    """Worst first: lowest CIDEr, least grounded, or least confident; failed photos last."""
+    key = SORT_KEYS[by]
+    return sorted(rows, key=lambda r: (r.get(key) is None, r.get(key) if r.get(key) is not None else 0.0))
+
+
+def _data_uri(rgb: np.ndarray, max_side: int) -> str:
+    img = Image.fromarray(rgb)
+    img.thumbnail((max_side, max_side))
+    buf = io.BytesIO()
+    img.save(buf, "JPEG", quality=70)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def write_report(rows: list[dict], out_dir: str, model: str, sort: str) -> dict[str, str]:
+    """report.html (self-contained), results.csv and traces.jsonl in out_dir."""
+    os.makedirs(out_dir, exist_ok=True)
+    fields = ["rank", "image", "caption", "CIDEr", "BLEU-4", "METEOR", "grounding", "confidence", "not_detected",
+              "static_attention", "error"]
+    paths = {k: os.path.join(out_dir, n) for k, n in
+             (("html", "report.html"), ("csv", "results.csv"), ("traces", "traces.jsonl"))}
+    with open(paths["csv"], "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        for n, r in enumerate(rows, 1):
+            writer.writerow({**r, "rank": n})
+    with open(paths["traces"], "w") as f:
+        for r in rows:
+            if r.get("_trace"):
+                f.write(json.dumps(r["_trace"][1].to_json()) + "\n")
+    cards = []
+    for n, r in enumerate(rows, 1):
+        esc = html.escape
+        if r.get("error"):
+            cards.append(f'<tr><td>{n}</td><td colspan="3">{esc(r["image"])}: {esc(r["error"])}</td></tr>')
+            continue
+        photo, trace = r["_trace"]
+        facts = " &middot; ".join(f"{k} {r[k]}" for k in ("CIDEr", "BLEU-4", "METEOR", "grounding", "confidence")
+                                  if r.get(k) is not None)
+        refs = "".join(f"<li>{esc(c)}</li>" for c in r.get("references", []))
+        cards.append(
+            f'<tr id="row-{n}"><td>{n}</td><td><img src="{_data_uri(photo.rgb, 160)}"></td>'
+            f'<td><div class="cap">{esc(r["caption"])}</div><div class="facts">{facts}</div>'
+            f'<div class="file">{esc(r["image"])}</div><ul>{refs}</ul></td>'
+            f'<td><img src="{_data_uri(render_strip(photo.rgb, trace, tile=80, per_row=8), 720)}"></td></tr>')
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>Triage: {html.escape(model)}</title>
+<style>body{{font-family:sans-serif;margin:1.5rem}} td{{vertical-align:top;padding:6px;border-bottom:1px solid #ddd}}
+.cap{{font-size:1.2rem;font-weight:600}} .facts{{color:#444;margin:.3rem 0}} .file{{color:#888;font-size:.8rem}}
+ul{{margin:.3rem 0;color:#333}}</style></head><body>
+<h1>Triage of {html.escape(model)}: {len(rows)} photos, worst {html.escape(sort)} first</h1>
+<table><tr><th>#</th><th>photo</th><th>caption, scores, references</th><th>every word</th></tr>
+{''.join(cards)}</table></body></html>"""
+    with open(paths["html"], "w", encoding="utf-8") as f:
+        f.write(page)
+    return paths
