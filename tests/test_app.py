@@ -205,3 +205,22 @@ def test_browser_session(server, tmp_path):
         assert plain[0] == plain[1] == plain[2]          # same words for every model
         page.wait_for_function("() => document.querySelectorAll('[id^=cmp-view] img').length === 3")
         browser.close()
+
+
+def test_diagnosis_and_occlusion_panels(studio, photo):
+    from viewer.app import session as S
+    ex = studio.explore(photo, "sat-hard", DecodeSettings(strategy="greedy"))
+    page = S.diagnosis(studio, ex)
+    assert "map-to-map similarity" in page and "hard sample left" in page
+    assert ("cup" in page) == ("cup" in ex.trace.words)          # object words get a grounding row
+    ex.step = 1
+    report = S.occlusion(studio, ex)
+    assert f"p(<b>{ex.trace.steps[1].word}</b>)" in report and "New caption" in report
+    assert S.unit_at(ex, 0, 0) == 0
+    h, w = photo.rgb.shape[:2]
+    assert S.unit_at(ex, w - 1, h - 1) == 195
+    regions = studio.explore(photo, "updown", DecodeSettings(strategy="greedy"))
+    unit = S.unit_at(regions, w / 2, h / 2)
+    x1, y1, x2, y2 = regions.trace.boxes_pixels()[unit]
+    assert x1 <= photo.width / 2 <= x2 and y1 <= photo.height / 2 <= y2
+    assert "Hid region" in S.occlusion(studio, regions, [unit])

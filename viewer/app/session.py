@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..decoding import DecodeSettings
+from ..diagnose import cell_at, grounding, occlude, sanity
 from ..images import GRID, Photo, load_photo
 from ..pipeline import Captioner, photo_key
 from ..render import render_cells, render_gif, render_heatmap, render_step, render_strip
@@ -238,3 +239,47 @@ def grid_numbers(ex: Exploration) -> str:
 def beam_choices(ex: Exploration) -> list[str]:
     return [f"{i + 1}. {b.caption}  (score {b.score:.2f}{'' if b.finished else ', unfinished'})"
             for i, b in enumerate(ex.beams)]
+
+
+# --- diagnosis (grounding, sanity, occlusion) ------------------------------------------------------
+
+def diagnosis(studio: Studio, ex: Exploration) -> str:
+    """HTML: attention sanity of the caption and the grounding of each object word."""
+    regions = studio.captioner.features([ex.photo], with_regions=True)[0].regions
+    report = sanity(ex.trace)
+    items = grounding(ex.trace, regions)
+    flags = [f"mean map-to-map similarity {report['mean_pairwise_similarity']:.2f}"
+             + (" &mdash; <b>attention barely moves from word to word</b>" if report["static"] else ""),
+             f"largest coverage {report['coverage_max']:.2f}",
+             f"{report['share_never_attended']:.0%} of {'cells' if ex.trace.attends_to == 'grid' else 'regions'} "
+             "never attended"]
+    if "hard_left_argmax" in report:
+        flags.append(f"the hard sample left alpha's argmax at {report['hard_left_argmax']:.0%} of the words")
+    rows = "".join(
+        f"<tr><td>{html.escape(g.word)}</td><td>{html.escape(g.coco_class)}</td><td>"
+        + ("not detected: the detector found no such object" if g.inside is None else f"{g.inside:.0%} inside its boxes")
+        + "</td></tr>" for g in items)
+    table = (f'<table class="regions"><tr><th>word</th><th>COCO class</th><th>attention on it</th></tr>{rows}</table>'
+             if items else "<p>No word of this caption names a COCO object class.</p>")
+    return f'<div class="step-facts">{" &middot; ".join(flags)}</div>{table}'
+
+
+def occlusion(studio: Studio, ex: Exploration, hidden: list[int] | None = None) -> str:
+    """HTML: hide what the current word looked at (or the given cells/regions) and re-decode."""
+    result = occlude(studio.captioner, ex.photo, ex.model, ex.trace, ex.step, hidden, ex.settings)
+    what = "cell" if ex.trace.attends_to == "grid" else "region"
+    names = [f"(row {h // GRID}, col {h % GRID})" if what == "cell" else ex.trace.region_labels[h] for h in result.hidden]
+    return (f'<div class="step-facts">Hid {what} {html.escape(", ".join(names))}: p(<b>{html.escape(result.word)}</b>) '
+            f"went from {result.prob_before:.1%} to {result.prob_after:.1%}.</div>"
+            f"<div>New caption: <b>{html.escape(result.new_caption)}</b></div>")
+
+
+def unit_at(ex: Exploration, x: float, y: float) -> int:
+    """The cell (grid models) or the smallest region (region models) under display pixel (x, y)."""
+    h, w = ex.photo.rgb.shape[:2]
+    ox, oy = x * ex.photo.width / w, y * ex.photo.height / h
+    if ex.trace.attends_to == "grid":
+        return cell_at(ox, oy, ex.photo.width, ex.photo.height)
+    boxes = ex.trace.boxes_pixels()
+    inside = [i for i, (x1, y1, x2, y2) in enumerate(boxes) if x1 <= ox <= x2 and y1 <= oy <= y2]
+    return min(inside, key=lambda i: (boxes[i][2] - boxes[i][0]) * (boxes[i][3] - boxes[i][1]))

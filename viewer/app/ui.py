@@ -145,6 +145,14 @@ def build(studio: S.Studio) -> gr.Blocks:
                                 back_btn = gr.Button("Back", elem_id="back")
                                 reset_btn = gr.Button("Reset", elem_id="reset")
                         beams = gr.Radio([], label="Beams (best first)", elem_id="beams", type="index")
+                        with gr.Accordion("Diagnose: grounding, attention sanity, occlusion", open=False):
+                            gr.Markdown("Click the photo above to hide that cell or region, or hide where the "
+                                        "selected word looked, and see how the caption changes.")
+                            with gr.Row():
+                                diagnose_btn = gr.Button("Check this caption", elem_id="diagnose")
+                                occlude_btn = gr.Button("Hide where this word looked", elem_id="occlude")
+                            diagnosis = gr.HTML(elem_id="diagnosis")
+                            occluded = gr.HTML(elem_id="occluded")
                         with gr.Accordion("Raw attention numbers", open=False):
                             numbers = gr.HTML(elem_id="numbers")
                         gr.Markdown("**Every word with its attention** (the paper's figure)")
@@ -264,6 +272,19 @@ def build(studio: S.Studio) -> gr.Blocks:
             return studio.export_png(ex, image, kind)
 
         @friendly
+        def diagnose(ex):
+            if ex is None:
+                raise gr.Error("Caption a photo first.")
+            return S.diagnosis(studio, ex)
+
+        @friendly
+        def hide(ex, evt: gr.SelectData | None = None):
+            if ex is None:
+                raise gr.Error("Caption a photo first.")
+            hidden = None if evt is None or evt.index is None else [S.unit_at(ex, *evt.index[:2])]
+            return S.occlusion(studio, ex, hidden)
+
+        @friendly
         def compare(ex, names, mode, text, *style):
             if ex is None:
                 raise gr.Error("Caption a photo in Explore first; Compare uses the same photo.")
@@ -314,6 +335,9 @@ def build(studio: S.Studio) -> gr.Blocks:
         beams.select(choose_beam, [explored, beams, *style_inputs], [explored, step, strip]).success(**render_step)
         for btn, kind in ((png_view, "view"), (png_strip, "strip"), (gif, "gif"), (json_btn, "json")):
             btn.click(functools.partial(export, kind), [explored, step, *style_inputs], download)
+        diagnose_btn.click(diagnose, explored, diagnosis)
+        occlude_btn.click(lambda ex: hide(ex), explored, occluded)
+        view.select(hide, explored, occluded)
         cmp_run.click(compare, [explored, cmp_models, cmp_mode, cmp_text, *style_inputs], [compared, cmp_step])
         cmp_step.change(show_compare, [explored, compared, cmp_step, *style_inputs], [*cmp_views, *cmp_captions],
                         show_progress="hidden")
