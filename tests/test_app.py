@@ -224,3 +224,19 @@ def test_diagnosis_and_occlusion_panels(studio, photo):
     x1, y1, x2, y2 = regions.trace.boxes_pixels()[unit]
     assert x1 <= photo.width / 2 <= x2 and y1 <= photo.height / 2 <= y2
     assert "Hid region" in S.occlusion(studio, regions, [unit])
+
+
+def test_references_and_scores(captioner, tiny_data, photo):
+    from viewer.app.session import Studio
+    from viewer.data.datasets import load_dataset
+    studio = Studio(captioner, dataset=load_dataset(tiny_data))
+    refs = studio.references_for("/somewhere/uploaded/coffee.jpg")
+    assert refs and "coffee" in refs[0]
+    ex = studio.explore(photo, "sat-soft", DecodeSettings(strategy="greedy"))
+    scores = studio.score(ex, refs)
+    assert set(scores) == {"BLEU-4", "METEOR", "CIDEr"} and all(v >= 0 for v in scores.values())
+    perfect = studio.score(ex, [ex.trace.caption])
+    assert perfect["METEOR"] > 50
+    without_corpus = Studio(captioner).score(ex, refs)
+    assert "CIDEr" not in without_corpus and without_corpus["BLEU-4"] == scores["BLEU-4"]
+    studio.close()

@@ -63,6 +63,28 @@ def score_captions(predictions: dict[str, str], references: dict[str, list[str]]
     return out
 
 
+def caption_scores(caption: str, references: list[str], corpus: dict[str, list[str]] | None = None) -> dict:
+    """BLEU-4, METEOR and CIDEr of ONE caption against its references.
+
+    CIDEr weighs n-grams by their document frequency over a corpus, which a single image does
+    not have: with `corpus` (image -> references, e.g. the dataset the app was pointed at) the
+    caption is scored inside it; without one CIDEr is left out.
+    """
+    if not references:
+        raise ValueError("type at least one reference caption")
+    per_image: dict = {}
+    score_captions({"this": caption}, {"this": references}, per_image=per_image)
+    out = {k: per_image["this"][k] for k in ("BLEU-4", "METEOR") if k in per_image["this"]}
+    if corpus:
+        others = {k: v for k, v in corpus.items() if v}
+        preds = {k: v[0] for k, v in others.items()}
+        preds["this"], others["this"] = caption, references
+        per_image = {}
+        score_captions(preds, others, meteor=False, per_image=per_image)
+        out["CIDEr"] = per_image["this"]["CIDEr"]
+    return out
+
+
 def generate(loaded, items, names, settings: DecodeSettings, batch_size: int = 100, device="cpu") -> dict[str, str]:
     """Captions for many images (features already computed), batched."""
     out = {}

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..decoding import DecodeSettings
 from ..diagnose import cell_at, grounding, occlude, sanity
+from ..evaluate import caption_scores
 from ..images import GRID, Photo, load_photo
 from ..pipeline import Captioner, photo_key
 from ..render import render_cells, render_gif, render_heatmap, render_step, render_strip
@@ -63,8 +64,11 @@ class Exploration:
 class Studio:
     """Shared by all sessions: the captioner and a bounded cache of decodes (thread-safe)."""
 
-    def __init__(self, captioner: Captioner, max_decodes: int = 128, max_exports: int = 200):
+    def __init__(self, captioner: Captioner, max_decodes: int = 128, max_exports: int = 200, dataset=None):
         self.captioner = captioner
+        self.dataset = dataset   # a CaptionSet (--data): references for its photos, a corpus for CIDEr
+        self.references_by_name = {} if dataset is None else {
+            os.path.basename(path): refs for path, refs in dataset.captions.items()}
         self.max_decodes, self.max_exports = max_decodes, max_exports
         self._decodes: OrderedDict[tuple, list[AttentionTrace]] = OrderedDict()
         self._lock = threading.Lock()
@@ -160,6 +164,15 @@ class Studio:
         path = self.export_path(ex, f"_{what}.png")
         Image.fromarray(image).save(path)
         return path
+
+
+    def references_for(self, photo_name: str) -> list[str]:
+        """The dataset's references for a photo of that file name (none when unknown)."""
+        return self.references_by_name.get(os.path.basename(photo_name or ""), [])
+
+    def score(self, ex: Exploration, references: list[str]) -> dict:
+        corpus = None if self.dataset is None else self.dataset.captions
+        return caption_scores(ex.trace.caption, references, corpus)
 
 
 # --- views (pure functions of an Exploration) ------------------------------------------------

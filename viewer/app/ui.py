@@ -153,6 +153,11 @@ def build(studio: S.Studio) -> gr.Blocks:
                                 occlude_btn = gr.Button("Hide where this word looked", elem_id="occlude")
                             diagnosis = gr.HTML(elem_id="diagnosis")
                             occluded = gr.HTML(elem_id="occluded")
+                            references = gr.Textbox(label="References, one per line (filled in for photos of "
+                                                          "the dataset given with --data)", lines=3,
+                                                    elem_id="references")
+                            score_btn = gr.Button("Score the caption against them", elem_id="score")
+                            scores = gr.HTML(elem_id="scores")
                         with gr.Accordion("Raw attention numbers", open=False):
                             numbers = gr.HTML(elem_id="numbers")
                         gr.Markdown("**Every word with its attention** (the paper's figure)")
@@ -272,6 +277,16 @@ def build(studio: S.Studio) -> gr.Blocks:
             return studio.export_png(ex, image, kind)
 
         @friendly
+        def score(ex, text):
+            if ex is None:
+                raise gr.Error("Caption a photo first.")
+            refs = [line.strip() for line in (text or "").splitlines() if line.strip()]
+            result = studio.score(ex, refs)
+            note = "" if "CIDEr" in result else " (CIDEr needs a corpus: start the app with --data DIR)"
+            return (f'<div class="step-facts">"{ex.trace.caption}": '
+                    + " &middot; ".join(f"{k} {v:.1f}" for k, v in result.items()) + note + "</div>")
+
+        @friendly
         def diagnose(ex):
             if ex is None:
                 raise gr.Error("Caption a photo first.")
@@ -336,6 +351,9 @@ def build(studio: S.Studio) -> gr.Blocks:
         for btn, kind in ((png_view, "view"), (png_strip, "strip"), (gif, "gif"), (json_btn, "json")):
             btn.click(functools.partial(export, kind), [explored, step, *style_inputs], download)
         diagnose_btn.click(diagnose, explored, diagnosis)
+        score_btn.click(score, [explored, references], scores)
+        photo.change(lambda path: "\n".join(studio.references_for(path or "")), photo, references,
+                     show_progress="hidden")
         occlude_btn.click(lambda ex: hide(ex), explored, occluded)
         view.select(hide, explored, occluded)
         cmp_run.click(compare, [explored, cmp_models, cmp_mode, cmp_text, *style_inputs], [compared, cmp_step])
