@@ -32,3 +32,21 @@ def test_triage_end_to_end(captioner, tiny_data, tmp_path):
     assert [r["image"] for r in table] == [r["image"] for r in ranked]
     assert [json.loads(line)["image"] for line in open(out["traces"])] == [r["image"] for r in ranked[:-1]]
     assert all(r["grounding"] is None or 0.0 <= r["grounding"] <= 1.0 for r in rows if "caption" in r)
+
+
+def test_the_app_lists_and_reads_triage_runs_by_name_only(captioner, tiny_data, tmp_path):
+    import pytest
+    from viewer.app.session import Studio
+    data = load_dataset(tiny_data)
+    paths = data.split("dev")
+    rows = rank(triage(captioner, "updown", paths, {p: data.captions[p] for p in paths}, log=lambda *a: None))
+    studio = Studio(captioner)
+    studio.triage_dir = str(tmp_path / "triage")
+    write_report(rows, os.path.join(studio.triage_dir, "updown-dev"), "updown", "score")
+    assert studio.triage_runs() == ["updown-dev"]
+    table = studio.triage_rows("updown-dev")
+    assert [r["image"] for r in table] == [r["image"] for r in rows] and table[0]["model"] == "updown"
+    for trick in ("../updown-dev", "/etc", "updown-dev/../../x"):
+        with pytest.raises(ValueError, match="no triage run"):
+            studio.triage_rows(trick)
+    studio.close()

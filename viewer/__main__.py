@@ -130,7 +130,8 @@ def cmd_triage(args) -> int:
     captioner.model(args.model)
     rows = rank(triage(captioner, args.model, paths, references, DecodeSettings(beam_size=args.beam),
                        log=lambda m: print(m, file=sys.stderr)), args.sort)
-    out = write_report(rows, args.out, args.model, args.sort)
+    name = f"{os.path.basename(args.model).split('.')[0]}-{args.split if args.data else os.path.basename(os.path.normpath(args.images))}"
+    out = write_report(rows, args.out or os.path.join("triage", name), args.model, args.sort)
     print(json.dumps(out))
     return 0
 
@@ -218,7 +219,7 @@ def main(argv=None) -> int:
     p.add_argument("--sort", choices=["score", "grounding", "confidence"], default="score")
     p.add_argument("--beam", type=int, default=3)
     p.add_argument("--limit", type=int, default=0, help="only the first N photos")
-    p.add_argument("--out", default="triage")
+    p.add_argument("--out", help="report folder (default triage/MODEL-SPLIT, which the app's Triage tab lists)")
     p.set_defaults(func=cmd_triage)
 
     p = sub.add_parser("bench", help="measure latency per stage, render time, throughput, memory")

@@ -80,7 +80,7 @@ def _data_uri(rgb: np.ndarray, max_side: int) -> str:
 def write_report(rows: list[dict], out_dir: str, model: str, sort: str) -> dict[str, str]:
     """report.html (self-contained), results.csv and traces.jsonl in out_dir."""
     os.makedirs(out_dir, exist_ok=True)
-    fields = ["rank", "image", "caption", "CIDEr", "BLEU-4", "METEOR", "grounding", "confidence", "not_detected",
+    fields = ["rank", "model", "image", "caption", "CIDEr", "BLEU-4", "METEOR", "grounding", "confidence", "not_detected",
               "static_attention", "error"]
     paths = {k: os.path.join(out_dir, n) for k, n in
              (("html", "report.html"), ("csv", "results.csv"), ("traces", "traces.jsonl"))}
@@ -88,7 +88,7 @@ def write_report(rows: list[dict], out_dir: str, model: str, sort: str) -> dict[
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         for n, r in enumerate(rows, 1):
-            writer.writerow({**r, "rank": n})
+            writer.writerow({**r, "rank": n, "model": model})
     with open(paths["traces"], "w") as f:
         for r in rows:
             if r.get("_trace"):
@@ -118,3 +118,19 @@ ul{{margin:.3rem 0;color:#333}}</style></head><body>
     with open(paths["html"], "w", encoding="utf-8") as f:
         f.write(page)
     return paths
+
+
+def list_runs(folder: str) -> list[str]:
+    """Triage runs (sub-folders holding a results.csv) under `folder`, newest first."""
+    if not os.path.isdir(folder):
+        return []
+    runs = [d for d in os.listdir(folder) if os.path.isfile(os.path.join(folder, d, "results.csv"))]
+    return sorted(runs, key=lambda d: -os.path.getmtime(os.path.join(folder, d, "results.csv")))
+
+
+def read_run(folder: str, name: str) -> list[dict]:
+    """The rows of a triage run, by name only: a name that tries to leave `folder` is refused."""
+    if name not in list_runs(folder):
+        raise ValueError(f"no triage run named {name!r} in {folder}")
+    with open(os.path.join(folder, name, "results.csv"), newline="") as f:
+        return list(csv.DictReader(f))

@@ -22,11 +22,13 @@ import numpy as np
 from ..decoding import DecodeSettings
 from ..diagnose import cell_at, grounding, occlude, sanity
 from ..evaluate import caption_scores
+from ..triage import list_runs, read_run
 from ..images import GRID, Photo, load_photo
 from ..pipeline import Captioner, photo_key
 from ..render import render_cells, render_gif, render_heatmap, render_step, render_strip
 from ..trace import AttentionTrace
 
+TRIAGE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "triage")
 STRATEGY_LABELS = {"Beam search": "beam", "Greedy": "greedy", "Sampling": "sample"}
 
 
@@ -165,6 +167,14 @@ class Studio:
         Image.fromarray(image).save(path)
         return path
 
+
+    triage_dir = TRIAGE_DIR
+
+    def triage_runs(self) -> list[str]:
+        return list_runs(self.triage_dir)
+
+    def triage_rows(self, name: str) -> list[dict]:
+        return read_run(self.triage_dir, name)
 
     def references_for(self, photo_name: str) -> list[str]:
         """The dataset's references for a photo of that file name (none when unknown)."""

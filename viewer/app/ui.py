@@ -96,7 +96,7 @@ def build(studio: S.Studio) -> gr.Blocks:
         explored = gr.State(None, time_to_live=3600)
         compared = gr.State(None, time_to_live=3600)
         gr.Markdown("## Attention viewer: watch a captioning model look, word by word")
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
             with gr.Tab("Explore", id="explore"):
                 with gr.Row():
                     with gr.Column(scale=1, min_width=320):
@@ -182,6 +182,14 @@ def build(studio: S.Studio) -> gr.Blocks:
                     cmp_views = [gr.Image(interactive=False, elem_id=f"cmp-view-{i}", height=380) for i in range(3)]
                 with gr.Row():
                     cmp_captions = [gr.Markdown(elem_id=f"cmp-caption-{i}") for i in range(3)]
+            with gr.Tab("Triage", id="triage"):
+                gr.Markdown(f"Runs of `python -m viewer triage --out {studio.triage_dir}/NAME ...`, worst first. "
+                            "Click a row to open that photo in Explore.")
+                with gr.Row():
+                    triage_run = gr.Dropdown(studio.triage_runs(), label="Run", elem_id="triage-run")
+                    triage_refresh = gr.Button("Refresh the list", size="sm")
+                triage_table = gr.Dataframe(interactive=False, elem_id="triage-table", wrap=True)
+                triage_rows = gr.State([])
         timer = gr.Timer(0.9, active=False)
         playing = gr.State(False)
 
@@ -277,6 +285,23 @@ def build(studio: S.Studio) -> gr.Blocks:
             return studio.export_png(ex, image, kind)
 
         @friendly
+        def load_triage(name):
+            if not name:
+                return [], None
+            rows = studio.triage_rows(name)
+            columns = ["rank", "image", "caption", "CIDEr", "grounding", "confidence"]
+            table = [[os.path.basename(r.get(c, "")) if c == "image" else r.get(c, "") for c in columns] for r in rows]
+            return rows, gr.Dataframe(value=table, headers=columns)
+
+        def open_row(rows, evt: gr.SelectData):
+            row = rows[evt.index[0]] if rows and evt.index is not None else None
+            if row is None or not os.path.isfile(row["image"]):
+                raise gr.Error("That photo is not on this machine any more.")
+            models_now = studio.models()
+            return row["image"], gr.Dropdown(value=row["model"] if row["model"] in models_now else None), \
+                gr.Tabs(selected="explore")
+
+        @friendly
         def score(ex, text):
             if ex is None:
                 raise gr.Error("Caption a photo first.")
@@ -350,6 +375,11 @@ def build(studio: S.Studio) -> gr.Blocks:
         beams.select(choose_beam, [explored, beams, *style_inputs], [explored, step, strip]).success(**render_step)
         for btn, kind in ((png_view, "view"), (png_strip, "strip"), (gif, "gif"), (json_btn, "json")):
             btn.click(functools.partial(export, kind), [explored, step, *style_inputs], download)
+        triage_run.change(load_triage, triage_run, [triage_rows, triage_table])
+        triage_refresh.click(lambda: gr.Dropdown(choices=studio.triage_runs()), None, triage_run)
+        triage_table.select(open_row, triage_rows, [photo, model, tabs]).success(
+            caption_photo, [photo, model, strategy, beam, temperature, seed, max_len, *style_inputs],
+            [explored, step, beams, strip, status]).success(**render_step)
         diagnose_btn.click(diagnose, explored, diagnosis)
         score_btn.click(score, [explored, references], scores)
         photo.change(lambda path: "\n".join(studio.references_for(path or "")), photo, references,
