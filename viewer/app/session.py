@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..decoding import DecodeSettings
-from ..diagnose import cell_at, grounding, occlude, sanity
+from ..diagnose import cell_at, grounding, grounding_summary, occlude, sanity
 from ..evaluate import caption_scores
 from ..triage import list_runs, read_run
 from ..images import GRID, Photo, load_photo
@@ -282,6 +282,9 @@ def diagnosis(studio: Studio, ex: Exploration) -> str:
         f"<tr><td>{html.escape(g.word)}</td><td>{html.escape(g.coco_class)}</td><td>"
         + ("not detected: the detector found no such object" if g.inside is None else f"{g.inside:.0%} inside its boxes")
         + "</td></tr>" for g in items)
+    summary = grounding_summary(items)
+    if summary["mean_inside"] is not None:
+        flags.append(f"object words put {summary['mean_inside']:.0%} of their attention on their objects")
     table = (f'<table class="regions"><tr><th>word</th><th>COCO class</th><th>attention on it</th></tr>{rows}</table>'
              if items else "<p>No word of this caption names a COCO object class.</p>")
     return f'<div class="step-facts">{" &middot; ".join(flags)}</div>{table}'
