@@ -28,11 +28,13 @@ def font(size: int) -> ImageFont.ImageFont:
 
 
 def upsample(grid: np.ndarray, width: int, height: int, style: str = "smooth") -> np.ndarray:
-    """A 14x14 map -> (height, width) float map in [0, 1] (divided by its maximum)."""
+    """A 14x14 map -> (height, width) float map in [0, 1], stretched to the map's own range so the
+    most and least attended places stand out even when attention is spread (entropy and the raw
+    numbers in the app tell how spread it really is)."""
     if style not in UPSAMPLING:
         raise ValueError(f"unknown upsampling {style!r}; choose from {', '.join(UPSAMPLING)}")
     g = np.asarray(grid, dtype=np.float32)
-    g = g / max(float(g.max()), 1e-12)
+    g = (g - g.min()) / max(float(g.max() - g.min()), 1e-12)
     if style == "blocky":
         return cv2.resize(g, (width, height), interpolation=cv2.INTER_NEAREST)
     if style == "bilinear":
@@ -41,7 +43,7 @@ def upsample(grid: np.ndarray, width: int, height: int, style: str = "smooth") -
     small = cv2.resize(g, (GRID * 16, GRID * 16), interpolation=cv2.INTER_CUBIC)
     small = cv2.GaussianBlur(small, (0, 0), sigmaX=8)
     out = cv2.resize(small, (width, height), interpolation=cv2.INTER_LINEAR)
-    return np.clip(out / max(float(out.max()), 1e-12), 0, 1)
+    return np.clip((out - out.min()) / max(float(out.max() - out.min()), 1e-12), 0, 1)
 
 
 def render_heatmap(rgb: np.ndarray, grid: np.ndarray, style: str = "smooth", cmap: str = "spotlight",

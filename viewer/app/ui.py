@@ -167,7 +167,7 @@ def build(studio: S.Studio) -> gr.Blocks:
                             png_strip = gr.Button("PNG of the word strip", size="sm", elem_id="export-strip")
                             gif = gr.Button("Animated GIF", size="sm", elem_id="export-gif")
                             json_btn = gr.Button("JSON trace", size="sm", elem_id="export-json")
-                        download = gr.File(label="Download", elem_id="download", interactive=False, height=80)
+                        download = gr.File(label="Download", elem_id="download", interactive=False, visible=False)
             with gr.Tab("Compare", id="compare"):
                 gr.Markdown("Same photo (from Explore), 2 or 3 models, synchronised words.")
                 with gr.Row():
@@ -278,11 +278,12 @@ def build(studio: S.Studio) -> gr.Blocks:
                 raise gr.Error("Caption a photo first.")
             st = _style(*style)
             if kind == "json":
-                return studio.export_json(ex)
-            if kind == "gif":
-                return studio.export_gif(ex, st)
-            image = S.strip(ex, st) if kind == "strip" else S.overlay(ex, st)
-            return studio.export_png(ex, image, kind)
+                path = studio.export_json(ex)
+            elif kind == "gif":
+                path = studio.export_gif(ex, st)
+            else:
+                path = studio.export_png(ex, S.strip(ex, st) if kind == "strip" else S.overlay(ex, st), kind)
+            return gr.File(value=path, visible=True)
 
         @friendly
         def load_triage(name):
