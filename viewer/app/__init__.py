@@ -49,6 +49,7 @@ def main(argv=None) -> int:
     parser.add_argument("--share", action="store_true", help="ask Gradio for a public link (needs internet)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)   # Gradio's own start-up requests
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: binding to {args.host}: anyone who can reach this machine can use the viewer",
               file=sys.stderr)
