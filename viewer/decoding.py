@@ -121,35 +121,33 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
 
 
 def _propose(logp, scores, prefixes, t, settings, generator):
-    """Per image: candidate (row, word, total score, word log-prob) tuples, best first."""
+    """Per image: candidate (row, word, total score, word log-prob) tuples, best first.
+
+    Everything is gathered on the device first and moved to Python lists once per step.
+    """
     n_img, k = scores.shape
     vocab = logp.shape[1]
     total = scores.view(-1, 1) + logp
+    base = torch.arange(n_img, device=logp.device) * k            # each image's first row
+    forced = torch.tensor([p[t] if t < len(p) else -1 for p in prefixes], device=logp.device)
+    single = forced                                                # one candidate: the forced word...
+    if settings.strategy == "sample":                              # ...or else a sampled one
+        drawn = torch.multinomial(F.softmax(logp[base] / settings.temperature, dim=-1), 1, generator=generator)
+        single = torch.where(forced >= 0, forced, drawn.squeeze(1))
+    w = single.clamp(min=0)
+    singles = zip(base.tolist(), single.tolist(), total[base, w].tolist(), logp[base, w].tolist())
+    searched = None
+    if settings.strategy in ("beam", "greedy"):
+        best_total, best = total.view(n_img, k * vocab).topk(min(2 * k, k * vocab), dim=1)
+        best_lp = logp.view(n_img, k * vocab).gather(1, best)
+        rows, words = (best // vocab + base[:, None]).tolist(), (best % vocab).tolist()
+        searched = [list(zip(*c)) for c in zip(rows, words, best_total.tolist(), best_lp.tolist())]
     out = []
-    forced = [p[t] if t < len(p) else None for p in prefixes]
-    if settings.strategy == "sample":
-        probs = F.softmax(logp / settings.temperature, dim=-1)
-        drawn = torch.multinomial(probs, 1, generator=generator).squeeze(1).tolist()
-    elif settings.strategy in ("beam", "greedy"):
-        best_lp, best = total.view(n_img, k * vocab).topk(min(2 * k, k * vocab), dim=1)
-        best_lp, best = best_lp.tolist(), best.tolist()
-    for i in range(n_img):
-        if forced[i] is not None or settings.strategy == "forced":
-            word = forced[i] if forced[i] is not None else None
-            if word is None:                     # this image's forced caption is over
-                out.append([])
-                continue
-            row = i * k
-            out.append([(row, word, total[row, word].item(), logp[row, word].item())])
-        elif settings.strategy == "sample":
-            row = i * k
-            out.append([(row, drawn[row], total[row, drawn[row]].item(), logp[row, drawn[row]].item())])
-        else:
-            cands = []
-            for s, flat in zip(best_lp[i], best[i]):
-                row, word = i * k + flat // vocab, flat % vocab
-                cands.append((row, word, s, logp[row, word].item()))
-            out.append(cands)
+    for i, (row, word, score, lp) in enumerate(singles):
+        if word >= 0:
+            out.append([(row, word, score, lp)])
+        else:   # no forced word: beam/greedy candidates, or nothing when a forced caption is over
+            out.append(searched[i] if searched is not None else [])
     return out
 
 
