@@ -192,6 +192,12 @@ def test_browser_session(server, tmp_path):
         link = page.locator("#download a").first
         expect(link).to_be_visible()
         assert ".gif" in (link.get_attribute("href") or "")
+        # diagnose: sanity and grounding, then occlusion by clicking the photo
+        page.get_by_text("Diagnose: grounding").click()
+        page.locator("#diagnose").click()
+        expect(page.locator("#diagnosis")).to_contain_text("map-to-map similarity", timeout=60_000)
+        page.locator("#view img").click()
+        expect(page.locator("#occluded")).to_contain_text("Hid cell (row", timeout=60_000)
         shot = tmp_path / "explore.png"
         page.screenshot(path=str(shot), full_page=True)
         pixels = np.asarray(Image.open(shot).convert("L"))
