@@ -14,13 +14,14 @@ from conftest import ASSETS, ROOT
 
 @pytest.fixture(scope="module")
 def twenty_photos(tmp_path_factory):
-    """20 different photos of 20 different sizes, so each client can recognise its own result."""
+    """20 photos in 10 sizes: each client can recognise its own result, and pairs of clients see
+    identical pictures (served from the same cached file at the same time)."""
     folder = tmp_path_factory.mktemp("photos")
     names = sorted(n for n in os.listdir(ASSETS) if n.endswith(".jpg"))
     paths = []
     for i in range(20):
-        img = Image.open(os.path.join(ASSETS, names[i % len(names)])).convert("RGB")
-        img = img.resize((320 + 7 * i, 240 + 3 * i))
+        img = Image.open(os.path.join(ASSETS, names[i % 10 % len(names)])).convert("RGB")
+        img = img.resize((320 + 7 * (i % 10), 240 + 3 * (i % 10)))
         path = folder / f"photo_{i:02d}.jpg"
         img.save(path, quality=85)
         paths.append(str(path))

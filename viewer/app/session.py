@@ -8,7 +8,10 @@ to a model or undoing a branch never re-runs anything.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import hashlib
 import html
+import io
 import json
 import os
 import shutil
@@ -138,12 +141,42 @@ class Studio:
             return [self.force(photo, m, same_caption, settings.seed) for m in models]
         return [self.decode(photo, m, settings)[0] for m in models]
 
+    # --- images for the UI ----------------------------------------------------------------------
+    def image_file(self, rgb: np.ndarray | None, max_files: int = 2000) -> str | None:
+        """A rendered view as a PNG file named by its content, written atomically.
+
+        Gradio's own array-to-file step rewrites the same hashed file in place, so two sessions
+        showing the same picture could serve each other half-written files; a renamed-into-place
+        file never is. Only the newest `max_files` views are kept.
+        """
+        if rgb is None:
+            return None
+        from PIL import Image
+        buf = io.BytesIO()
+        Image.fromarray(rgb).save(buf, "PNG", compress_level=1)
+        data = buf.getvalue()
+        folder = os.path.join(self.export_dir, "views")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, hashlib.sha1(data).hexdigest() + ".png")
+        if not os.path.exists(path):
+            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+            files = os.listdir(folder)
+            if len(files) > max_files:
+                for old in sorted(files, key=lambda n: os.path.getmtime(os.path.join(folder, n)))[: max_files // 5]:
+                    with contextlib.suppress(OSError):
+                        os.remove(os.path.join(folder, old))
+        return path
+
     # --- exporting ---------------------------------------------------------------------------
     def export_path(self, ex: Exploration, suffix: str) -> str:
         """A fresh file inside export_dir; the name keeps only safe characters of the photo's name,
         and only the newest `max_exports` exports are kept."""
         os.makedirs(self.export_dir, exist_ok=True)
-        folders = sorted((os.path.join(self.export_dir, d) for d in os.listdir(self.export_dir)), key=os.path.getmtime)
+        folders = sorted((os.path.join(self.export_dir, d) for d in os.listdir(self.export_dir) if d != "views"),
+                         key=os.path.getmtime)
         for old in folders[: max(0, len(folders) - self.max_exports + 1)]:
             shutil.rmtree(old, ignore_errors=True)
         folder = tempfile.mkdtemp(dir=self.export_dir)

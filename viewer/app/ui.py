@@ -212,7 +212,7 @@ def build(studio: S.Studio) -> gr.Blocks:
 
         def _trace_views(ex, style):
             return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
-                    gr.Radio(choices=S.beam_choices(ex), value=ex.beam), S.strip(ex, style))
+                    gr.Radio(choices=S.beam_choices(ex), value=ex.beam), studio.image_file(S.strip(ex, style)))
 
         @friendly
         def show_step(ex, t, *style):
@@ -221,13 +221,13 @@ def build(studio: S.Studio) -> gr.Blocks:
             ex.step = int(min(max(1, t), ex.n_steps)) - 1
             st = _style(*style)
             words = [w for w, _ in ex.trace.steps[ex.step].alternatives]
-            return (ex, S.overlay(ex, st), S.caption_tokens(ex), S.step_panel(ex), S.coverage_image(ex, st),
-                    S.grid_numbers(ex), gr.Radio(choices=words, value=None))
+            return (ex, studio.image_file(S.overlay(ex, st)), S.caption_tokens(ex), S.step_panel(ex),
+                    studio.image_file(S.coverage_image(ex, st)), S.grid_numbers(ex), gr.Radio(choices=words, value=None))
 
         @friendly
         def restyle(ex, t, *style):
             out = show_step(ex, t, *style)
-            return (*out, None if ex is None else S.strip(ex, _style(*style)))
+            return (*out, None if ex is None else studio.image_file(S.strip(ex, _style(*style))))
 
         def move(ex, t, delta):
             if ex is None:
@@ -270,7 +270,7 @@ def build(studio: S.Studio) -> gr.Blocks:
             if ex is None or index is None:
                 return ex, gr.Slider(), None
             ex.beam, ex.step = int(index), 0
-            return ex, gr.Slider(maximum=max(2, ex.n_steps), value=1), S.strip(ex, _style(*style))
+            return ex, gr.Slider(maximum=max(2, ex.n_steps), value=1), studio.image_file(S.strip(ex, _style(*style)))
 
         @friendly
         def export(kind, ex, t, *style):
@@ -349,7 +349,7 @@ def build(studio: S.Studio) -> gr.Blocks:
             for tr in traces:
                 k = min(int(t), len(tr.steps)) - 1
                 one = S.Exploration(ex.photo, tr.model, ex.settings, [tr], step=k)
-                views.append(S.overlay(one, st))
+                views.append(studio.image_file(S.overlay(one, st)))
                 words = [f"**[{s.word}]**" if i == k else s.word for i, s in enumerate(tr.steps)]
                 texts.append(f"**{tr.model}** (log p {sum(s.logprob for s in tr.steps):.2f}): " + " ".join(words))
             views += [None] * (3 - len(views))
