@@ -87,11 +87,15 @@ class Captioner:
         return [[build_trace(h, lm.vocab, lm.name, lm.attends_to, p.width, p.height, p.name, f.regions)
                  for h in hs] for hs, p, f in zip(hyps, photos, feats)]
 
+    def forced_words(self, model: str, caption: str) -> list[str]:
+        """A caption as the words forced decoding emits: the model's tokens (<unk> for unknown) + <end>."""
+        vocab = self.model(model).vocab
+        return vocab.decode(vocab.encode(caption)) + ["<end>"]
+
     def force(self, photos: list[Photo], model: str, captions: list[str], seed: int = 0,
               hidden: list[list[int]] | None = None) -> list[AttentionTrace]:
         """Score given captions with teacher forcing; the attention each model gives those exact words."""
-        lm = self.model(model)
-        prefixes = [lm.vocab.decode(lm.vocab.encode(c)) + ["<end>"] for c in captions]
+        prefixes = [self.forced_words(model, c) for c in captions]
         settings = DecodeSettings(strategy="forced", seed=seed)
         return [hs[0] for hs in self.caption(photos, model, settings, prefixes, hidden)]
 

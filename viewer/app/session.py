@@ -103,8 +103,7 @@ class Studio:
 
     def force(self, photo: Photo, model: str, caption: str, seed: int = 0) -> AttentionTrace:
         settings = DecodeSettings(strategy="forced", seed=seed)
-        prefix = self.captioner.model(model).vocab.decode(self.captioner.model(model).vocab.encode(caption))
-        return self.decode(photo, model, settings, prefix + ["<end>"])[0]
+        return self.decode(photo, model, settings, self.captioner.forced_words(model, caption))[0]
 
     # --- exploring -------------------------------------------------------------------------
     def explore(self, photo_source, model: str, settings: DecodeSettings) -> Exploration:
