@@ -1,4 +1,4 @@
-"""Command line: python -m viewer {caption,models,train,evaluate} ...
+"""Command line: python -m viewer {caption,models,train,evaluate,triage,bench,import} ...
 
 Every command that takes a model accepts a name from checkpoints/ or a checkpoint path.
 Errors a person can fix (bad photo, unknown model, wrong checkpoint) print one line and exit 2.
@@ -25,7 +25,7 @@ def cmd_caption(args) -> int:
     from .images import ImageError, load_photo
     from .pipeline import Captioner
 
-    captioner = Captioner(args.device, checkpoint_dir=args.checkpoints)
+    captioner = Captioner(args.device, checkpoint_dir=args.checkpoints, feature_files=args.features)
     captioner.model(args.model)   # fail early on a bad model, before reading photos
     status = 0
     for path in args.images:
@@ -68,13 +68,26 @@ def cmd_models(args) -> int:
     return 0
 
 
+def cmd_import(args) -> int:
+    from .community import import_checkpoint
+    out = args.out if os.path.sep in args.out else os.path.join(args.checkpoints, args.out)
+    path = import_checkpoint(args.path, out, word_map=args.word_map, infos=args.infos,
+                             encoder_weights=args.encoder_weights)
+    from . import checkpoints
+    meta = checkpoints.read_meta(path)
+    needs = meta["vision_spec"].get("describe") if meta["vision_spec"].get("source") == "precomputed" else None
+    print(f"wrote {path} ({meta['model_type']}, vocabulary {len(meta['vocab'])})"
+          + (f"; it runs on precomputed features ({needs}): pass --features" if needs else ""))
+    return 0
+
+
 def cmd_train(args) -> int:
     from .train import TrainConfig, train
     hparams = json.loads(args.hparams) if args.hparams else {}
     cfg = TrainConfig(model=args.model, data=args.data, out=args.out or os.path.join("runs", args.model),
                       epochs=args.epochs, batch_images=args.batch_images, lr=args.lr, patience=args.patience,
                       dev_images=args.dev_images, device=str(_device(args)), cache=args.cache, resume=args.resume,
-                      init_from=args.init_from, seed=args.seed, hparams=hparams)
+                      init_from=args.init_from, seed=args.seed, hparams=hparams, scst=args.scst)
     train(cfg)
     return 0
 
@@ -88,6 +101,9 @@ def cmd_evaluate(args) -> int:
 
     captioner = Captioner(args.device, checkpoint_dir=args.checkpoints)
     loaded = captioner.model(args.model)
+    if loaded.vision_spec.get("source"):
+        raise ValueError(f"{loaded.name} is an imported model with its own image features; `evaluate` scores models "
+                         "on this viewer's feature cache. Caption the photos with `caption --json` instead")
     data = load_dataset(args.data)
     settings = DecodeSettings(strategy="beam", beam_size=args.beam, max_len=args.max_len)
     metrics, captions = evaluate_split(loaded, data, args.split, FeatureCache(args.cache), settings,
@@ -126,7 +142,7 @@ def cmd_triage(args) -> int:
     else:
         paths = sorted(p for ext in ("jpg", "jpeg", "png") for p in glob.glob(os.path.join(args.images, f"*.{ext}")))
     paths = paths[: args.limit] if args.limit else paths
-    captioner = Captioner(args.device, checkpoint_dir=args.checkpoints)
+    captioner = Captioner(args.device, checkpoint_dir=args.checkpoints, feature_files=args.features)
     captioner.model(args.model)
     rows = rank(triage(captioner, args.model, paths, references, DecodeSettings(beam_size=args.beam),
                        log=lambda m: print(m, file=sys.stderr)), args.sort)
@@ -176,6 +192,7 @@ def main(argv=None) -> int:
     p.add_argument("--max-len", type=int, default=20)
     p.add_argument("--length-penalty", type=float, default=0.0)
     p.add_argument("--json", action="store_true", help="one JSON trace per image (schema in README)")
+    p.add_argument("--features", help="precomputed features for imported models (.tsv, .hdf5 or folder of .npz)")
     p.set_defaults(func=cmd_caption)
 
     p = sub.add_parser("models", help="list available models")
@@ -194,6 +211,7 @@ def main(argv=None) -> int:
     p.add_argument("--cache", help="feature cache folder (default .cache/features)")
     p.add_argument("--resume", action="store_true")
     p.add_argument("--init-from", help="warm start from a checkpoint of the same architecture")
+    p.add_argument("--scst", action="store_true", help="self-critical fine-tuning on CIDEr-D (use with --init-from)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hparams", help='JSON, e.g. \'{"hidden_dim": 512}\'')
     p.set_defaults(func=cmd_train)
@@ -220,6 +238,7 @@ def main(argv=None) -> int:
     p.add_argument("--beam", type=int, default=3)
     p.add_argument("--limit", type=int, default=0, help="only the first N photos")
     p.add_argument("--out", help="report folder (default triage/MODEL-SPLIT, which the app's Triage tab lists)")
+    p.add_argument("--features", help="precomputed features for imported models (.tsv, .hdf5 or folder of .npz)")
     p.set_defaults(func=cmd_triage)
 
     p = sub.add_parser("bench", help="measure latency per stage, render time, throughput, memory")
@@ -230,12 +249,21 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench)
 
+    p = sub.add_parser("import", help="convert a community checkpoint (sgrvinod, AaronCCWong, ruotianluo, "
+                                      "poojahira) into this viewer's safe format")
+    p.add_argument("path", help="their checkpoint (.pth.tar / .pth); opened without running any code in it")
+    p.add_argument("--word-map", help="WORDMAP_*.json (sgrvinod, poojahira) or word_dict.json (AaronCCWong)")
+    p.add_argument("--infos", help="infos_*.pkl (ruotianluo)")
+    p.add_argument("--encoder-weights", help="torchvision VGG-19 weights for an AaronCCWong model")
+    p.add_argument("--out", required=True, help="NAME (saved in checkpoints/) or a path")
+    p.set_defaults(func=cmd_import)
+
     args = parser.parse_args(argv)
     from .checkpoints import CheckpointError
     from .images import ImageError
     try:
         return args.func(args)
-    except (CheckpointError, ImageError, ValueError, FileNotFoundError) as err:
+    except (CheckpointError, ImageError, ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -18,6 +18,9 @@ from safetensors.torch import safe_open, save_file
 from .data.vocab import Vocabulary
 from .models import REGISTRY, CaptionModel, build_model
 from .vision import SPEC, SPEC_KEY
+from .vision.carried import spec_key
+
+ENCODER_PREFIX = "encoder."   # an imported model's own grid encoder, stored next to its decoder
 
 FORMAT = "attention-viewer-checkpoint/1"
 CHECKPOINT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "checkpoints")
@@ -31,8 +34,15 @@ class CheckpointError(ValueError):
 class LoadedModel:
     """A decoder ready to run, with its vocabulary and metadata."""
 
-    def __init__(self, model: CaptionModel, vocab: Vocabulary, meta: dict, path: str = ""):
+    def __init__(self, model: CaptionModel, vocab: Vocabulary, meta: dict, path: str = "",
+                 encoder_tensors: dict[str, torch.Tensor] | None = None):
         self.model, self.vocab, self.meta, self.path = model, vocab, meta, path
+        self.encoder_tensors = encoder_tensors or {}
+
+    @property
+    def vision_spec(self) -> dict:
+        """Where this model's inputs come from: ours (the default), its own encoder, or precomputed files."""
+        return self.meta.get("vision_spec", SPEC)
 
     @property
     def name(self) -> str:
@@ -53,12 +63,16 @@ def code_version() -> str:
 
 
 def save(path: str, model: CaptionModel, vocab: Vocabulary, name: str, model_type: str, hparams: dict,
-         extra: dict | None = None, half: bool = True) -> None:
+         extra: dict | None = None, half: bool = True, vision_spec: dict | None = None,
+         encoder_tensors: dict[str, torch.Tensor] | None = None) -> None:
+    """`vision_spec` and `encoder_tensors` are for imported models that bring their own encoder."""
+    vision_spec = vision_spec or SPEC
     meta = {"format": FORMAT, "name": name, "model_type": model_type, "hparams": hparams, "vocab": vocab.words,
-            "vision_spec_key": SPEC_KEY, "vision_spec": SPEC, "date": datetime.datetime.now().isoformat(timespec="seconds"),
-            "code_version": code_version(), **(extra or {})}
-    tensors = {k: (v.half() if half and v.is_floating_point() else v).contiguous().cpu()
-               for k, v in model.state_dict().items()}
+            "vision_spec_key": SPEC_KEY if vision_spec == SPEC else spec_key(vision_spec), "vision_spec": vision_spec,
+            "date": datetime.datetime.now().isoformat(timespec="seconds"), "code_version": code_version(),
+            **(extra or {})}
+    named = {**model.state_dict(), **{ENCODER_PREFIX + k: v for k, v in (encoder_tensors or {}).items()}}
+    tensors = {k: (v.half() if half and v.is_floating_point() else v).contiguous().cpu() for k, v in named.items()}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     save_file(tensors, tmp, metadata={"viewer": json.dumps(meta)})
@@ -70,7 +84,8 @@ def ship(loaded: LoadedModel, path: str, name: str, updates: dict) -> None:
     meta = {**loaded.meta, **updates}
     extra = {k: v for k, v in meta.items() if k not in ("format", "name", "model_type", "hparams", "vocab",
                                                         "vision_spec_key", "vision_spec", "date", "code_version")}
-    save(path, loaded.model, loaded.vocab, name, meta["model_type"], meta["hparams"], extra, half=True)
+    save(path, loaded.model, loaded.vocab, name, meta["model_type"], meta["hparams"], extra, half=True,
+         vision_spec=loaded.vision_spec, encoder_tensors=loaded.encoder_tensors)
 
 
 def read_meta(path: str) -> dict:
@@ -95,7 +110,10 @@ def read_meta(path: str) -> dict:
         raise CheckpointError(f"{path}: format {meta['format']!r}, this code reads {FORMAT!r}")
     if meta["model_type"] not in REGISTRY:
         raise CheckpointError(f"{path}: unknown model type {meta['model_type']!r}; known: {', '.join(sorted(REGISTRY))}")
-    if meta["vision_spec_key"] != SPEC_KEY:
+    own = meta.get("vision_spec", {}).get("source") in ("checkpoint", "precomputed")
+    if own and meta["vision_spec_key"] != spec_key(meta["vision_spec"]):
+        raise CheckpointError(f"{path}: its vision spec does not match its key; the metadata was edited")
+    if not own and meta["vision_spec_key"] != SPEC_KEY:
         raise CheckpointError(f"{path}: trained on other image features ({meta['vision_spec_key']}); this code computes {SPEC_KEY}")
     return meta
 
@@ -109,13 +127,16 @@ def load(path: str, device: torch.device | str = "cpu") -> LoadedModel:
         raise CheckpointError(f"{path}: cannot rebuild the model from its metadata ({err})") from None
     with safe_open(path, framework="pt") as f:
         tensors = {k: f.get_tensor(k) for k in f.keys()}
+    encoder = {k[len(ENCODER_PREFIX):]: tensors.pop(k) for k in list(tensors) if k.startswith(ENCODER_PREFIX)}
+    if meta["vision_spec"].get("source") == "checkpoint" and not encoder:
+        raise CheckpointError(f"{path}: says it carries its image encoder, but has no encoder weights")
     expected = model.state_dict()
     problems = sorted(set(expected) ^ set(tensors))
     problems += [k for k in expected if k in tensors and expected[k].shape != tensors[k].shape]
     if problems:
         raise CheckpointError(f"{path}: weights do not match a {meta['model_type']} model ({', '.join(problems[:4])}...)")
     model.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})
-    return LoadedModel(model.to(device).eval(), vocab, meta, path)
+    return LoadedModel(model.to(device).eval(), vocab, meta, path, encoder)
 
 
 def available(folder: str = CHECKPOINT_DIR) -> dict[str, str]:

@@ -2,6 +2,8 @@
 
 It owns the loaded vision stack and decoders and a bounded cache of per-photo features, so
 re-decoding a photo (another model, another setting, a branch) never re-runs the encoder.
+Imported models may bring their own encoder (run here, cached the same way) or need features
+precomputed elsewhere (`feature_files`, looked up by the photo's name).
 """
 from __future__ import annotations
 
@@ -9,20 +11,26 @@ import hashlib
 import threading
 from collections import OrderedDict
 
+import torch
+
 from . import checkpoints
 from .decoding import DecodeSettings, decode
 from .device import pick_device
 from .images import Photo, squash
 from .trace import AttentionTrace, build_trace
 from .vision import ImageFeatures, VisionStack, model_inputs
+from .vision.carried import CarriedEncoder
+from .vision.precomputed import FeatureFiles, FeaturesNotFound
 
 
 class Captioner:
     def __init__(self, device: str | None = None, checkpoint_dir: str = checkpoints.CHECKPOINT_DIR,
-                 max_cached_photos: int = 64):
+                 max_cached_photos: int = 64, feature_files: str | None = None):
         self.device = pick_device(device)
         self.checkpoint_dir = checkpoint_dir
+        self.feature_files = FeatureFiles(feature_files) if feature_files else None
         self._vision: VisionStack | None = None
+        self._carried: dict[str, CarriedEncoder] = {}
         self._models: dict[str, checkpoints.LoadedModel] = {}
         self._features: OrderedDict[str, ImageFeatures] = OrderedDict()
         self.max_cached_photos = max_cached_photos
@@ -50,21 +58,55 @@ class Captioner:
             return self._features_locked(photos, with_regions)
 
     def _features_locked(self, photos: list[Photo], with_regions: bool) -> list[ImageFeatures]:
-        keys = [photo_key(p) for p in photos]
-        todo = {k: p for k, p in zip(keys, photos) if k not in self._features}
-        if todo:
-            for k, f in zip(todo, self.vision.extract([squash(p) for p in todo.values()], with_regions)):
-                self._features[k] = f
-        out = []
-        for k, p in zip(keys, photos):
-            self._features.move_to_end(k)
-            item = self._features[k]
+        out = self._cached(photos, "", lambda todo: self.vision.extract([squash(p) for p in todo], with_regions))
+        for item, p in zip(out, photos):
             if with_regions and item.regions is None:
                 item.regions = self.vision.detector.detect(squash(p))
-            out.append(item)
+        return out
+
+    def _cached(self, photos: list[Photo], source: str, compute) -> list[ImageFeatures]:
+        """LRU of features per (source, photo); the missing photos are computed in one batch."""
+        keys = [source + photo_key(p) for p in photos]
+        todo = {k: p for k, p in zip(keys, photos) if k not in self._features}
+        if todo:
+            self._features.update(zip(todo, compute(list(todo.values()))))
+        for k in keys:
+            self._features.move_to_end(k)
+        out = [self._features[k] for k in keys]
         while len(self._features) > self.max_cached_photos:
             self._features.popitem(last=False)
         return out
+
+    def inputs(self, lm: checkpoints.LoadedModel, photos: list[Photo]) -> list[ImageFeatures]:
+        """What this model looks at for each photo: our grid/regions, its own encoder's grid, or precomputed."""
+        source = lm.vision_spec.get("source")
+        if source == "checkpoint":
+            with self._lock:
+                if lm.path not in self._carried:
+                    self._carried[lm.path] = CarriedEncoder(lm.vision_spec, lm.encoder_tensors, self.device)
+                encoder = self._carried[lm.path]
+                return self._cached(photos, encoder.key, lambda todo: [ImageFeatures(g) for g in encoder(todo)])
+        if source == "precomputed":
+            return [self._precomputed(lm, p) for p in photos]
+        return self.features(photos, with_regions=lm.attends_to == "regions")
+
+    def _precomputed(self, lm: checkpoints.LoadedModel, photo: Photo) -> ImageFeatures:
+        spec = lm.vision_spec
+        if self.feature_files is None:
+            raise ValueError(f"{lm.name} runs on precomputed features ({spec.get('describe', spec.get('features'))}): "
+                             "start with --features PATH (a .tsv, .hdf5 or folder of .npz)")
+        try:
+            found = self.feature_files.lookup(photo)
+        except FeaturesNotFound as err:
+            raise ValueError(f"{lm.name}: {err}") from None
+        if isinstance(found, torch.Tensor):
+            item = ImageFeatures(found)
+        else:
+            item = ImageFeatures(None, found)
+        if (item.regions is None) != (lm.attends_to == "grid"):
+            raise ValueError(f"{lm.name} attends to {lm.attends_to}, but the features found for {photo.name} are "
+                             f"{'a grid' if item.regions is None else 'regions'}")
+        return item
 
     def caption(self, photos: list[Photo], model: str, settings: DecodeSettings | None = None,
                 prefixes: list[list[str]] | None = None, hidden: list[list[int]] | None = None
@@ -76,7 +118,7 @@ class Captioner:
         """
         settings = settings or DecodeSettings()
         lm = self.model(model)
-        feats = self.features(photos, with_regions=lm.attends_to == "regions")
+        feats = self.inputs(lm, photos)
         x, mask = model_inputs(feats, lm.attends_to, self.device)
         for i, idx in enumerate(hidden or []):
             mask[i, list(idx)] = False

@@ -53,9 +53,10 @@ def masked_mean(feats: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (feats * m).sum(1) / m.sum(1).clamp(min=1.0)
 
 
-def attend(keys: torch.Tensor, query: torch.Tensor, mask: torch.Tensor, score: nn.Linear) -> torch.Tensor:
+def attend(keys: torch.Tensor, query: torch.Tensor, mask: torch.Tensor, score: nn.Linear,
+           activation=torch.tanh) -> torch.Tensor:
     """Additive (Bahdanau) attention weights over K entries, padding masked out."""
-    e = score(torch.tanh(keys + query.unsqueeze(1))).squeeze(-1)
+    e = score(activation(keys + query.unsqueeze(1))).squeeze(-1)
     return F.softmax(e.masked_fill(~mask, float("-inf")), dim=-1)
 
 

@@ -3,6 +3,11 @@
 Two LSTMs per step: the attention LSTM reads [language h, mean region feature, word embedding]
 and drives additive attention over the K region features; the language LSTM reads
 [attended feature, attention h] and predicts the word. Trained with cross-entropy.
+
+Three variants share this code, differing only where the published implementations differ:
+`updown` (ours) embeds the region features and averages the embeddings; `updown-ruotianluo`
+(self-critical.pytorch) also puts a ReLU on word embeddings and embeds the mean of the raw
+features with its own layer; `updown-poojahira` attends over the raw features with ReLU scoring.
 """
 from __future__ import annotations
 
@@ -11,34 +16,53 @@ import torch.nn as nn
 
 from .base import CaptionModel, State, Step, attend, masked_mean, register
 
+_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
+
+
+def _embedding(n_in: int, n_out: int, dropout: float) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(n_in, n_out), nn.ReLU(), nn.Dropout(dropout))
+
 
 @register("updown")
+@register("updown-ruotianluo", embed_mean=True, word_relu=True)
+@register("updown-poojahira", embed_features=False, attention_activation="relu")
 class UpDown(CaptionModel):
     attends_to = "regions"
 
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 256, hidden_dim: int = 512,
-                 att_dim: int = 256, dropout: float = 0.5):
+                 att_dim: int = 256, dropout: float = 0.5, embed_features: bool = True, embed_mean: bool = False,
+                 word_relu: bool = False, attention_activation: str = "tanh"):
         super().__init__()
-        self.feat_embed = nn.Sequential(nn.Linear(feature_dim, hidden_dim), nn.ReLU(), nn.Dropout(dropout))
-        self.att_feat, self.att_hidden = nn.Linear(hidden_dim, att_dim), nn.Linear(hidden_dim, att_dim)
+        self.embed_features, self.embed_mean, self.word_relu = embed_features, embed_mean, word_relu
+        self.att_act = _ACTIVATIONS[attention_activation]
+        v_dim = hidden_dim if embed_features else feature_dim
+        if embed_features:
+            self.feat_embed = _embedding(feature_dim, hidden_dim, dropout)
+        if embed_mean:
+            self.mean_embed = _embedding(feature_dim, hidden_dim, dropout)
+        mean_dim = hidden_dim if embed_mean else v_dim
+        self.att_feat, self.att_hidden = nn.Linear(v_dim, att_dim), nn.Linear(hidden_dim, att_dim)
         self.att_score = nn.Linear(att_dim, 1)
         self.embed = nn.Embedding(vocab_size, embed_dim)
-        self.att_lstm = nn.LSTMCell(hidden_dim * 2 + embed_dim, hidden_dim)
-        self.lang_lstm = nn.LSTMCell(hidden_dim * 2, hidden_dim)
+        self.att_lstm = nn.LSTMCell(hidden_dim + mean_dim + embed_dim, hidden_dim)
+        self.lang_lstm = nn.LSTMCell(v_dim + hidden_dim, hidden_dim)
         self.out = nn.Linear(hidden_dim, vocab_size)
         self.drop = nn.Dropout(dropout)
         self.hidden_dim = hidden_dim
 
     def init_state(self, feats, mask, seed=None) -> State:
-        v = self.feat_embed(feats)
+        v = self.feat_embed(feats) if self.embed_features else feats
+        v_mean = self.mean_embed(masked_mean(feats, mask)) if self.embed_mean else masked_mean(v, mask)
         zeros = v.new_zeros(len(v), self.hidden_dim)
-        return {"v": v, "v_att": self.att_feat(v), "v_mean": masked_mean(v, mask), "mask": mask,
+        return {"v": v, "v_att": self.att_feat(v), "v_mean": v_mean, "mask": mask,
                 "h1": zeros, "c1": zeros, "h2": zeros, "c2": zeros}
 
     def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
-        x = torch.cat([state["h2"], state["v_mean"], self.embed(words)], dim=1)
-        h1, c1 = self.att_lstm(x, (state["h1"], state["c1"]))
-        alpha = attend(state["v_att"], self.att_hidden(h1), state["mask"], self.att_score)
+        e = self.embed(words)
+        if self.word_relu:
+            e = self.drop(torch.relu(e))
+        h1, c1 = self.att_lstm(torch.cat([state["h2"], state["v_mean"], e], dim=1), (state["h1"], state["c1"]))
+        alpha = attend(state["v_att"], self.att_hidden(h1), state["mask"], self.att_score, self.att_act)
         v_hat = torch.bmm(alpha.unsqueeze(1), state["v"]).squeeze(1)
         h2, c2 = self.lang_lstm(torch.cat([v_hat, h1], dim=1), (state["h2"], state["c2"]))
         logits = self.out(self.drop(h2))

@@ -25,7 +25,7 @@ SPEC_KEY = hashlib.sha1(json.dumps(SPEC, sort_keys=True).encode()).hexdigest()[:
 class ImageFeatures:
     """What the decoders need from one photo: grid annotation vectors and detector regions."""
 
-    grid: torch.Tensor                # (196, 1280), any float dtype, on CPU
+    grid: torch.Tensor | None         # (196, 1280), any float dtype, on CPU; None for precomputed regions
     regions: Regions | None = None    # None until a region model needs them
 
 
@@ -58,5 +58,10 @@ def model_inputs(items: list[ImageFeatures], attends_to: str, device: torch.devi
     for i, it in enumerate(items):
         boxes[i, :len(it.regions)] = torch.from_numpy(it.regions.boxes)
         mask[i, :len(it.regions)] = True
+    if items[0].regions.features is not None:        # precomputed (a user's Faster R-CNN features)
+        feats = torch.zeros(len(items), k, items[0].regions.features.shape[1])
+        for i, it in enumerate(items):
+            feats[i, :len(it.regions)] = torch.from_numpy(it.regions.features)
+        return feats.to(device), mask.to(device)
     grid = torch.stack([it.grid for it in items]).to(device, torch.float32)
     return regions.region_features(grid, boxes.to(device)), mask.to(device)

@@ -65,11 +65,16 @@ COCO_LABELS = [None, "person", "bicycle", "car", "motorcycle", "airplane", "bus"
 
 @dataclass
 class Regions:
-    """Boxes (K, 4) normalised [x1, y1, x2, y2] on the model input, with their labels and scores."""
+    """Boxes (K, 4) normalised [x1, y1, x2, y2] on the model input, with their labels and scores.
+
+    `features` is set only for precomputed regions (a user's Faster R-CNN files); ours are pooled
+    from the grid when a batch is built (`region_features`).
+    """
 
     boxes: np.ndarray
     labels: list[str]
     scores: np.ndarray
+    features: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.labels)

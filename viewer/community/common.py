@@ -1,0 +1,106 @@
+"""What every importer produces, and the two steps they share: vocabulary remapping and saving."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import checkpoints
+from ..data.vocab import SPECIALS, Vocabulary
+from ..models import build_model
+
+NEVER = -1e4   # output bias for a token the original model could not emit: no probability mass
+
+
+class ConversionError(ValueError):
+    """A foreign checkpoint this code cannot convert; the message says why and what to pass."""
+
+
+@dataclass
+class Imported:
+    """A foreign model in our terms, before its vocabulary is put in our order.
+
+    `rows_in` / `rows_out` give, for each of our tokens (our special names, their words), its row
+    in the original input embedding and output layer. They differ where the original reuses one
+    id (ruotianluo: 0 is both the start input and the end output)."""
+
+    model_type: str
+    hparams: dict
+    tensors: dict[str, torch.Tensor]
+    rows_in: dict[str, int]
+    rows_out: dict[str, int]
+    embedding_key: str
+    output_keys: tuple[str, str]
+    vision_spec: dict
+    encoder_tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    source: dict = field(default_factory=dict)
+
+
+def rename(tensors: dict[str, torch.Tensor], renames: dict[str, str], drop: tuple[str, ...] = ()) -> dict:
+    """Their parameter names -> ours, by prefix; `drop` prefixes are left out (e.g. auxiliary heads)."""
+    out = {}
+    for key, value in tensors.items():
+        key = key.removeprefix("module.")   # saved from nn.DataParallel
+        if key.startswith(drop):
+            continue
+        for old, new in renames.items():
+            if key.startswith(old):
+                key = new + key[len(old):]
+                break
+        out[key] = value.float()
+    return out
+
+
+def read_word_map(path: str | None, needed_for: str) -> dict[str, int]:
+    if not path:
+        raise ConversionError(f"{needed_for} checkpoints do not contain their vocabulary: pass --word-map WORDMAP.json")
+    try:
+        with open(path) as f:
+            word_map = json.load(f)
+    except (OSError, json.JSONDecodeError) as err:
+        raise ConversionError(f"{path}: cannot read the word map ({err})") from None
+    if not isinstance(word_map, dict) or not all(isinstance(v, int) for v in word_map.values()):
+        raise ConversionError(f"{path}: a word map is a JSON object word -> index")
+    return word_map
+
+
+def our_vocabulary(imp: Imported) -> tuple[Vocabulary, dict[str, torch.Tensor]]:
+    """Reorder the embedding and output rows into our vocabulary: <pad>, <start>, <end>, <unk>, words."""
+    words = SPECIALS + sorted((w for w in imp.rows_in if w not in SPECIALS), key=imp.rows_in.get)
+    tensors = dict(imp.tensors)
+
+    def pick(matrix: torch.Tensor, rows: dict[str, int], fill: float) -> torch.Tensor:
+        src = torch.tensor([rows.get(w, -1) for w in words])
+        if int(src.max()) >= len(matrix):
+            raise ConversionError(f"the word map has index {int(src.max())}, but the model has {len(matrix)} rows: "
+                               "wrong word map for this checkpoint?")
+        out = matrix[src.clamp(min=0)].clone()
+        out[src < 0] = fill
+        return out
+
+    tensors[imp.embedding_key] = pick(tensors[imp.embedding_key], imp.rows_in, 0.0)
+    weight, bias = imp.output_keys
+    tensors[weight] = pick(tensors[weight], imp.rows_out, 0.0)
+    tensors[bias] = pick(tensors[bias].unsqueeze(1), imp.rows_out, NEVER).squeeze(1)
+    return Vocabulary(words), tensors
+
+
+def save_imported(imp: Imported, out: str) -> str:
+    """Build our model from the converted weights (which checks every shape) and save it (fp32)."""
+    vocab, tensors = our_vocabulary(imp)
+    hparams = {**imp.hparams, "vocab_size": len(vocab)}
+    model = build_model(imp.model_type, **hparams)
+    expected = model.state_dict()
+    missing, unexpected = sorted(set(expected) - set(tensors)), sorted(set(tensors) - set(expected))
+    wrong = [k for k in expected if k in tensors and tensors[k].shape != expected[k].shape]
+    if missing or unexpected or wrong:
+        raise ConversionError(f"the weights do not fit a {imp.model_type} model: missing {missing[:3]}, "
+                           f"unexpected {unexpected[:3]}, wrong shape {wrong[:3]}")
+    model.load_state_dict(tensors)
+    path = out if out.endswith(".safetensors") else out + ".safetensors"
+    name = os.path.basename(path)[: -len(".safetensors")]
+    checkpoints.save(path, model, vocab, name, imp.model_type, hparams, {"imported_from": imp.source}, half=False,
+                     vision_spec=imp.vision_spec, encoder_tensors=imp.encoder_tensors)
+    return path
