@@ -25,6 +25,7 @@ from .data.vocab import Vocabulary
 from .decoding import DecodeSettings
 from .evaluate import evaluate_split
 from .models import REGISTRY, build_model
+from .scst import CiderReward, scst_loss
 from .vision import VisionStack, model_inputs
 from .vision.regions import MAX_REGIONS
 
@@ -49,6 +50,8 @@ class TrainConfig:
     cache: str | None = None
     resume: bool = False
     init_from: str | None = None   # warm start from a checkpoint of the same architecture
+    scst: bool = False             # self-critical fine-tuning on CIDEr-D (start from a trained model)
+    scst_samples: int = 5
     hparams: dict = field(default_factory=dict)
 
 
@@ -137,6 +140,7 @@ def train(cfg: TrainConfig, log=print) -> dict:
         f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
     table = FeatureTable(train_paths, cache, model.attends_to)
 
+    reward = CiderReward({p: data.captions[p] for p in train_paths}) if cfg.scst else None
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     progress = {"epoch": 0, "best": -1.0, "bad_epochs": 0, "lr": cfg.lr}
     if resumed is not None:
@@ -158,13 +162,17 @@ def train(cfg: TrainConfig, log=print) -> dict:
         bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", mininterval=10)
         for paths in bar:
             feats, mask = table.batch(paths, device)
-            tokens, image_index = make_batch(paths, encoded, device)
-            loss, logs = model.loss(feats, mask, tokens, image_index)
+            if reward is not None:
+                loss, logs = scst_loss(model, feats, mask, paths, vocab, reward, cfg.scst_samples, cfg.max_words)
+                n_caps += len(paths) * cfg.scst_samples
+            else:
+                tokens, image_index = make_batch(paths, encoded, device)
+                loss, logs = model.loss(feats, mask, tokens, image_index)
+                n_caps += len(tokens)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
             opt.step()
-            n_caps += len(tokens)
             for k, v in logs.items():
                 sums[k] = sums.get(k, 0.0) + v
             bar.set_postfix(loss=f"{loss.item():.3f}", caps_s=f"{n_caps / (time.time() - start):.0f}")
