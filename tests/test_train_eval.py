@@ -128,3 +128,31 @@ def test_evaluate_command_scores_a_split_and_ships_the_model(tiny_checkpoints, t
     meta = checkpoints.read_meta(str(folder / "shipped.safetensors"))
     assert meta["name"] == "shipped" and meta["dev_metrics"]["BLEU-4"] == result["BLEU-4"]
     assert meta["dev_settings"]["beam"] == 3
+
+
+def test_scst_reward_is_pycocoevalcap_cider_and_fine_tuning_raises_it(tiny_data, cache_dir, tmp_path):
+    from pycocoevalcap.cider.cider import Cider
+
+    from viewer.scst import CiderReward
+    from viewer.train import TrainConfig, train
+
+    refs = {"a": ["a dog runs on the grass", "a brown dog running in a field"],
+            "b": ["two children play on a beach", "kids playing in the sand by the sea"],
+            "c": ["a man rides a red bike", "a cyclist on a street"]}
+    preds = {"a": "a dog running on grass", "b": "children play on the beach", "c": "a man on a bike"}
+    _, direct = Cider().compute_score(refs, {k: [v] for k, v in preds.items()})
+    ours = CiderReward(refs)(list(preds), list(preds.values()))
+    assert ours == pytest.approx(direct, rel=1e-9)   # same corpus -> same document frequencies -> same scores
+
+    out = str(tmp_path / "xe")
+    small = {"hidden_dim": 64, "embed_dim": 32, "att_dim": 32, "proj_dim": 64, "dropout": 0.0}
+    cfg = TrainConfig(model="sat-soft", data=tiny_data, out=out, epochs=2, batch_images=3, lr=3e-3, min_freq=1,
+                      patience=10, cache=cache_dir, hparams=small)
+    train(cfg, log=lambda *a: None)
+    scst = TrainConfig(model="sat-soft", data=tiny_data, out=str(tmp_path / "scst"), epochs=4, batch_images=1,
+                       lr=2e-3, min_freq=1, patience=10, cache=cache_dir, hparams=small, scst=True,
+                       init_from=os.path.join(out, "last.safetensors"))
+    train(scst, log=lambda *a: None)
+    log = [json.loads(line) for line in open(os.path.join(str(tmp_path / "scst"), "log.jsonl"))]
+    assert len(log) == 4 and "cider" in log[0]
+    assert (log[-1]["cider"] + log[-2]["cider"]) / 2 > log[0]["cider"]   # sampled captions' CIDEr-D rises
