@@ -568,3 +568,16 @@ def test_beam_search_runs_on_an_imported_model(sgrvinod_files, tmp_path):
     hyps = decode(lm.model, feats, torch.ones(2, 196, dtype=torch.bool), DecodeSettings(strategy="beam", beam_size=3),
                   lm.vocab)
     assert [len(h) for h in hyps] == [3, 3]
+
+
+def test_the_app_lists_an_imported_model_and_explores_with_it(sgrvinod_files, tmp_path):
+    from viewer.app import session as S
+
+    folder, *_ = sgrvinod_files
+    import_checkpoint(str(folder / "BEST_checkpoint_test.pth.tar"), str(tmp_path / "theirs"),
+                      word_map=str(folder / "WORDMAP_test.json"))
+    studio = S.Studio(Captioner("cpu", checkpoint_dir=str(tmp_path)))
+    assert studio.models() == ["theirs"]
+    ex = studio.explore(os.path.join(ASSETS, "chelsea.jpg"), "theirs", DecodeSettings(strategy="greedy", max_len=5))
+    assert ex.trace.attends_to == "grid" and ex.trace.grid(0).shape == (14, 14)
+    assert S.overlay(ex, S.Style()).ndim == 3

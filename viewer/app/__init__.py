@@ -18,15 +18,18 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def create_app(device: str | None = None, checkpoint_dir: str | None = None, data: str | None = None):
-    """Build the Blocks app and its Studio (models load lazily on first use)."""
+def create_app(device: str | None = None, checkpoint_dir: str | None = None, data: str | None = None,
+               features: str | None = None):
+    """Build the Blocks app and its Studio (models load lazily on first use).
+
+    `features`: precomputed features for imported models, found by the uploaded file's name."""
     from ..checkpoints import CHECKPOINT_DIR
     from ..data.datasets import load_dataset
     from ..pipeline import Captioner
     from .session import Studio
     from .ui import build
 
-    studio = Studio(Captioner(device, checkpoint_dir=checkpoint_dir or CHECKPOINT_DIR),
+    studio = Studio(Captioner(device, checkpoint_dir=checkpoint_dir or CHECKPOINT_DIR, feature_files=features),
                     dataset=load_dataset(data) if data else None)
     return build(studio), studio
 
@@ -46,6 +49,8 @@ def main(argv=None) -> int:
     parser.add_argument("--checkpoints", help="folder of models (default: checkpoints/)")
     parser.add_argument("--data", help="a dataset (Flickr8k folder, Karpathy or COCO JSON): references and scores "
                                        "for its photos")
+    parser.add_argument("--features", help="precomputed features for imported Up-Down models (.tsv, .hdf5 or a "
+                                           "folder of .npz), looked up by the uploaded photo's file name")
     parser.add_argument("--share", action="store_true", help="ask Gradio for a public link (needs internet)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -53,7 +58,7 @@ def main(argv=None) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: binding to {args.host}: anyone who can reach this machine can use the viewer",
               file=sys.stderr)
-    demo, studio = create_app(args.device, args.checkpoints, args.data)
+    demo, studio = create_app(args.device, args.checkpoints, args.data, args.features)
     studio.captioner.vision   # load the encoder and detector before the page is served
     print(f"attention viewer on http://{args.host}:{args.port}  (Ctrl+C stops it)")
     launch(demo, args.host, args.port, block=True, share=args.share)
