@@ -13,6 +13,7 @@ import builtins
 import io
 import pickle
 import types
+import warnings
 import zipfile
 from collections import OrderedDict, defaultdict
 
@@ -127,7 +128,9 @@ def load(path: str):
     first = RestrictedUnpickler(io.BytesIO(data), encoding="latin1")
     obj = first.load()
     if obj == torch.serialization.MAGIC_NUMBER:   # the pre-1.6 torch.save format
-        return torch.load(io.BytesIO(data), map_location="cpu", pickle_module=_pickle_module, weights_only=False)
+        with warnings.catch_warnings():           # it compares pickled class source with ours: records have none
+            warnings.simplefilter("ignore")
+            return torch.load(io.BytesIO(data), map_location="cpu", pickle_module=_pickle_module, weights_only=False)
     return obj
 
 

@@ -5,7 +5,8 @@ references minus the mean reward of the image's other samples (the baseline of L
 needs no extra greedy decode). The policy gradient covers every stochastic choice the model
 made: the words, and for hard attention the attended cells. CIDEr-D is pycocoevalcap's scorer,
 with document frequencies taken from all training references (as SCST implementations do)
-instead of from the handful of images in a batch.
+instead of from the handful of images in a batch. Captions are sampled with dropout off, so
+the policy being improved is the one that captions at test time.
 """
 from __future__ import annotations
 
@@ -52,6 +53,8 @@ class CiderReward:
 def scst_loss(model: CaptionModel, feats, mask, keys: list[str], vocab: Vocabulary, reward: CiderReward,
               samples: int = 5, max_len: int = 20) -> tuple[torch.Tensor, dict[str, float]]:
     n = len(keys)
+    training = model.training
+    model.eval()   # gradients still flow; only dropout is off
     rows = torch.arange(n, device=feats.device).repeat_interleave(samples)
     state = reorder(model.init_state(feats, mask), rows)
     words = torch.full((n * samples,), vocab.start, dtype=torch.long, device=feats.device)
@@ -71,6 +74,7 @@ def scst_loss(model: CaptionModel, feats, mask, keys: list[str], vocab: Vocabula
         alive = alive & (words != vocab.end)
         if not bool(alive.any()):
             break
+    model.train(training)
     captions = [" ".join(vocab.words[t] for t in seq[: seq.index(vocab.end) if vocab.end in seq else None])
                 for seq in torch.stack(tokens, 1).tolist()]
     scores = reward([k for k in keys for _ in range(samples)], captions).reshape(n, samples)

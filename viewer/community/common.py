@@ -38,6 +38,12 @@ class Imported:
     source: dict = field(default_factory=dict)
 
 
+def bottom_up_features(dim: int) -> dict:
+    """The vision spec of an Up-Down model trained on Visual Genome Faster R-CNN features (supplied by the user)."""
+    return {"source": "precomputed", "features": "regions", "dim": dim,
+            "describe": "bottom-up Faster R-CNN region features (Visual Genome)"}
+
+
 def rename(tensors: dict[str, torch.Tensor], renames: dict[str, str], drop: tuple[str, ...] = ()) -> dict:
     """Their parameter names -> ours, by prefix; `drop` prefixes are left out (e.g. auxiliary heads)."""
     out = {}

@@ -8,7 +8,7 @@ The auxiliary head `fc1` (trained jointly, unused when captioning) is dropped.
 from __future__ import annotations
 
 from ..safe_pickle import InertRecord, module_tensors
-from .common import Imported, read_word_map, rename
+from .common import Imported, bottom_up_features, read_word_map, rename
 
 RENAMES = {"attention.features_att.": "att_feat.", "attention.decoder_att.": "att_hidden.",
            "attention.full_att.": "att_score.", "embedding.": "embed.", "top_down_attention.": "att_lstm.",
@@ -25,7 +25,5 @@ def convert(obj: dict, word_map: str | None = None, **_) -> Imported:
     rows = dict(read_word_map(word_map, "poojahira"))
     hparams = {"feature_dim": decoder["att_feat.weight"].shape[1], "embed_dim": decoder["embed.weight"].shape[1],
                "hidden_dim": decoder["att_hidden.weight"].shape[1], "att_dim": decoder["att_feat.weight"].shape[0]}
-    spec = {"source": "precomputed", "features": "regions", "dim": hparams["feature_dim"],
-            "describe": "bottom-up Faster R-CNN region features (Visual Genome)"}
     return Imported("updown-poojahira", hparams, decoder, rows, rows, "embed.weight", ("out.weight", "out.bias"),
-                    spec, source={"format": "poojahira", "epoch": obj.get("epoch"), "reported_bleu4": obj.get("bleu-4")})
+                    bottom_up_features(hparams["feature_dim"]), source={"format": "poojahira", "epoch": obj.get("epoch"), "reported_bleu4": obj.get("bleu-4")})

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ..safe_pickle import load as safe_load
-from .common import ConversionError, Imported, rename
+from .common import ConversionError, Imported, bottom_up_features, rename
 
 RENAMES = {"embed.0.": "embed.", "fc_embed.0.": "mean_embed.0.", "att_embed.0.": "feat_embed.0.",
            "ctx2att.": "att_feat.", "core.attention.h2att.": "att_hidden.", "core.attention.alpha_net.": "att_score.",
@@ -39,7 +39,5 @@ def convert(obj: dict, infos: str | None = None, **_) -> Imported:
     rows_in, rows_out = {**rows, "<start>": 0}, {**rows, "<end>": 0}
     hparams = {"feature_dim": decoder["feat_embed.0.weight"].shape[1], "embed_dim": decoder["embed.weight"].shape[1],
                "hidden_dim": decoder["att_lstm.weight_hh"].shape[1], "att_dim": decoder["att_feat.weight"].shape[0]}
-    spec = {"source": "precomputed", "features": "regions", "dim": hparams["feature_dim"],
-            "describe": "bottom-up Faster R-CNN region features (Visual Genome)"}
     return Imported("updown-ruotianluo", hparams, decoder, rows_in, rows_out, "embed.weight", ("out.weight", "out.bias"),
-                    spec, source={"format": "ruotianluo", "id": opt.get("id"), "iterations": info.get("iter")})
+                    bottom_up_features(hparams["feature_dim"]), source={"format": "ruotianluo", "id": opt.get("id"), "iterations": info.get("iter")})
