@@ -308,6 +308,52 @@ def test_aaronccwong_import_with_vgg_weights_reproduces_the_original(tmp_path):
     check_same(ours_logits, ours_alpha, lm.vocab, their_logits, their_alpha, their_index)
 
 
+def test_aaronccwong_resnet152_model_runs_on_its_7x7_grid(tmp_path):
+    from viewer.app import session as S
+    from viewer.trace import AttentionTrace
+
+    word_dict = {"<start>": 0, "<eos>": 1, "<unk>": 2, "<pad>": 3, **{w: i + 4 for i, w in enumerate(WORDS)}}
+    decoder = randomise_(AwDecoder(len(word_dict), 2048), 7)
+    torch.save(decoder.state_dict(), tmp_path / "model_resnet.pth")
+    (tmp_path / "word_dict.json").write_text(json.dumps(word_dict))
+    resnet = randomise_(torchvision.models.resnet152(weights=None), 8)
+    torch.save(resnet.state_dict(), tmp_path / "resnet152.pth")
+    out = import_checkpoint(str(tmp_path / "model_resnet.pth"), str(tmp_path / "aw152"),
+                            word_map=str(tmp_path / "word_dict.json"), encoder_weights=str(tmp_path / "resnet152.pth"))
+    lm = checkpoints.load(out)
+    with torch.no_grad():   # AaronCCWong's Encoder: resnet152 children[:-2], (B, 2048, 7, 7) -> (B, 49, 2048)
+        fmap = nn.Sequential(*list(resnet.children())[:-2])(imagenet_tensor(os.path.join(ASSETS, "rocket.jpg"), 224))
+    their_feats = fmap.permute(0, 2, 3, 1).reshape(1, -1, 2048)
+    photo = load_photo(os.path.join(ASSETS, "rocket.jpg"))
+    captioner = Captioner("cpu", checkpoint_dir=str(tmp_path))
+    torch.testing.assert_close(captioner.inputs(lm, [photo])[0].grid[None], their_feats, rtol=1e-4, atol=1e-4)
+    with torch.no_grad():
+        their_logits, their_alpha = decoder.reference(their_feats, [0] + [word_dict[w] for w in CAPTION])
+    ours_logits, ours_alpha = teacher_forced(lm.model, their_feats, [lm.vocab.index[w] for w in CAPTION], lm.vocab)
+    check_same(ours_logits, ours_alpha, lm.vocab, their_logits, their_alpha,
+               {{"<eos>": "<end>"}.get(w, w): i for w, i in word_dict.items()})
+
+    # the viewer shows a 7x7 map: trace, JSON round trip, overlay, raw numbers, clicked cell
+    trace = captioner.caption([photo], "aw152", DecodeSettings(strategy="greedy", max_len=4))[0][0]
+    assert trace.grid_side == 7 and trace.grid(0).shape == (7, 7)
+    assert AttentionTrace.from_json(trace.to_json()).grid(0).shape == (7, 7)
+    ex = S.Exploration(photo, "aw152", DecodeSettings(strategy="greedy"), [trace])
+    assert S.overlay(ex, S.Style()).shape == photo.rgb.shape
+    assert S.grid_numbers(ex).count("<tr>") == 7
+    h, w = photo.rgb.shape[:2]
+    assert S.unit_at(ex, w - 1, h - 1) == 48
+
+
+def test_precomputed_grids_are_read_and_checked(tmp_path):
+    from viewer.vision.precomputed import FeatureFiles, FeaturesNotFound
+    photo = load_photo(os.path.join(ASSETS, "coffee.jpg"))
+    np.save(tmp_path / "coffee.npy", np.ones((14, 14, 512), np.float32))
+    assert FeatureFiles(str(tmp_path)).lookup(photo).shape == (196, 512)
+    np.save(tmp_path / "coffee.npy", np.ones((10, 512), np.float32))
+    with pytest.raises(FeaturesNotFound, match="not a square grid"):
+        FeatureFiles(str(tmp_path)).lookup(photo)
+
+
 # --------------------------------------------------------------------------------------------
 # Up-Down reference: ruotianluo's AttModel/UpDownCore and poojahira's DecoderWithAttention
 

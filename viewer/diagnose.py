@@ -67,7 +67,7 @@ def mass_inside(trace: AttentionTrace, t: int, target_boxes: np.ndarray, raster:
     """Share of step t's attention inside the union of normalised boxes: each cell or region counts
     with its weight times the fraction of its area that lies inside."""
     if trace.attends_to == "grid":
-        units = cell_boxes(1, 1)
+        units = cell_boxes(1, 1, trace.grid_side)
     else:
         units = trace.region_boxes
     inside = _union_mask(target_boxes, raster)
@@ -140,9 +140,9 @@ def occlude(captioner, photo, model: str, trace: AttentionTrace, step: int, hidd
                      float(np.exp(forced.steps[step].logprob)), fresh.caption)
 
 
-def cell_at(x: float, y: float, width: int, height: int) -> int:
+def cell_at(x: float, y: float, width: int, height: int, grid: int = GRID) -> int:
     """The grid cell under a click at pixel (x, y) of the original photo."""
-    col = min(GRID - 1, max(0, int(x / width * GRID)))
-    row = min(GRID - 1, max(0, int(y / height * GRID)))
-    return row * GRID + col
+    col = min(grid - 1, max(0, int(x / width * grid)))
+    row = min(grid - 1, max(0, int(y / height * grid)))
+    return row * grid + col
 

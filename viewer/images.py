@@ -119,6 +119,14 @@ def to_pixels(boxes: np.ndarray, width: int, height: int) -> np.ndarray:
     return np.asarray(boxes, dtype=np.float64) * np.array([width, height, width, height], dtype=np.float64)
 
 
+def grid_side(cells: int) -> int:
+    """Side of a square attention grid with this many cells."""
+    side = int(round(cells ** 0.5))
+    if side * side != cells:
+        raise ValueError(f"{cells} attention cells do not make a square grid")
+    return side
+
+
 def cell_boxes(width: int, height: int, grid: int = GRID) -> np.ndarray:
     """The grid x grid attention cells as pixel boxes on the original photo, row-major."""
     edges = np.linspace(0.0, 1.0, grid + 1)

@@ -103,6 +103,9 @@ class Captioner:
             item = ImageFeatures(found)
         else:
             item = ImageFeatures(None, found)
+        dim = (item.grid if item.regions is None else item.regions.features).shape[-1]
+        if dim != spec.get("dim", dim):
+            raise ValueError(f"{lm.name} reads {spec['dim']}-d features; those found for {photo.name} are {dim}-d")
         if (item.regions is None) != (lm.attends_to == "grid"):
             raise ValueError(f"{lm.name} attends to {lm.attends_to}, but the features found for {photo.name} are "
                              f"{'a grid' if item.regions is None else 'regions'}")

@@ -28,7 +28,7 @@ def font(size: int) -> ImageFont.ImageFont:
 
 
 def upsample(grid: np.ndarray, width: int, height: int, style: str = "smooth") -> np.ndarray:
-    """A 14x14 map -> (height, width) float map in [0, 1], stretched to the map's own range so the
+    """A grid map (14x14 for our models) -> (height, width) float map in [0, 1], stretched to the map's own range so the
     most and least attended places stand out even when attention is spread (entropy and the raw
     numbers in the app tell how spread it really is)."""
     if style not in UPSAMPLING:
@@ -40,7 +40,7 @@ def upsample(grid: np.ndarray, width: int, height: int, style: str = "smooth") -
     if style == "bilinear":
         return np.clip(cv2.resize(g, (width, height), interpolation=cv2.INTER_LINEAR), 0, 1)
     # smooth, like the paper's figures: upsample x16 then a Gaussian of about one cell, at low resolution
-    small = cv2.resize(g, (GRID * 16, GRID * 16), interpolation=cv2.INTER_CUBIC)
+    small = cv2.resize(g, (g.shape[1] * 16, g.shape[0] * 16), interpolation=cv2.INTER_CUBIC)
     small = cv2.GaussianBlur(small, (0, 0), sigmaX=8)
     out = cv2.resize(small, (width, height), interpolation=cv2.INTER_LINEAR)
     return np.clip((out - out.min()) / max(float(out.max() - out.min()), 1e-12), 0, 1)
@@ -74,10 +74,10 @@ def _lut(cmap: str) -> np.ndarray:
 
 
 def render_cells(rgb: np.ndarray, cells: list[int], width: int, height: int, colour=(255, 40, 40),
-                 line: int | None = None) -> np.ndarray:
-    """Hard attention: draw the sampled cell(s) crisply (cells are indices into the 14x14 grid)."""
+                 line: int | None = None, grid: int = GRID) -> np.ndarray:
+    """Hard attention: draw the sampled cell(s) crisply (cells are row-major indices into the grid)."""
     h, w = rgb.shape[:2]
-    boxes = cell_boxes(width, height) * np.array([w / width, h / height] * 2)
+    boxes = cell_boxes(width, height, grid) * np.array([w / width, h / height] * 2)
     img = Image.fromarray(rgb)
     draw = ImageDraw.Draw(img)
     line = line or max(2, round(min(w, h) / 150))
@@ -130,7 +130,7 @@ def render_step(rgb: np.ndarray, trace: AttentionTrace, t: int, style: str = "sm
                               trace.width, trace.height, show=3 if small else regions_shown, label_all=not small)
     out = render_heatmap(rgb, trace.grid(t), style, cmap, opacity) if (show_alpha or step.sample is None) else rgb
     if step.sample is not None:
-        out = render_cells(out, [step.sample], trace.width, trace.height)
+        out = render_cells(out, [step.sample], trace.width, trace.height, grid=trace.grid_side)
     return out
 
 

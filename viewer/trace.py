@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .images import GRID, to_pixels
+from .images import GRID, grid_side, to_pixels
 
 
 @dataclass
@@ -51,9 +51,14 @@ class AttentionTrace:
     def caption(self) -> str:
         return " ".join(self.words)
 
+    @property
+    def grid_side(self) -> int:
+        """Cells per side of a grid model's map: 14 for ours (7 for a ResNet-152 model imported at 224 px)."""
+        return grid_side(len(self.steps[0].attention)) if self.steps else GRID
+
     def grid(self, t: int) -> np.ndarray:
-        """The 14x14 attention map of step t."""
-        return self.steps[t].attention.reshape(GRID, GRID)
+        """The side x side attention map of step t."""
+        return self.steps[t].attention.reshape(self.grid_side, self.grid_side)
 
     def coverage(self, t: int) -> np.ndarray:
         """Attention summed over steps 0..t (the doubly stochastic regulariser's quantity)."""
@@ -68,7 +73,7 @@ class AttentionTrace:
             item = {"word": s.word, "logprob": round(s.logprob, 6),
                     "alternatives": [{"word": w, "prob": round(p, 6)} for w, p in s.alternatives]}
             if self.attends_to == "grid":
-                item["grid"] = np.round(s.attention.reshape(GRID, GRID), 6).tolist()
+                item["grid"] = np.round(s.attention.reshape(self.grid_side, self.grid_side), 6).tolist()
             else:
                 item["regions"] = [{"box": [round(v, 2) for v in box], "label": label, "score": round(float(sc), 4),
                                     "weight": round(float(w), 6)}
@@ -77,7 +82,7 @@ class AttentionTrace:
             if s.beta is not None:
                 item["beta"] = round(s.beta, 6)
             if s.sample is not None:
-                item["sample"] = [s.sample // GRID, s.sample % GRID]
+                item["sample"] = list(divmod(s.sample, self.grid_side))
             steps.append(item)
         return {"image": self.image, "width": self.width, "height": self.height, "model": self.model,
                 "attends_to": self.attends_to, "caption": self.caption, "score": round(self.score, 6),
@@ -98,7 +103,7 @@ class AttentionTrace:
             sample = s.get("sample")
             steps.append(TraceStep(s["word"], -1, s["logprob"], att,
                                    [(a["word"], a["prob"]) for a in s.get("alternatives", [])],
-                                   s.get("beta"), None if sample is None else sample[0] * GRID + sample[1]))
+                                   s.get("beta"), None if sample is None else sample[0] * len(s["grid"]) + sample[1]))
         return cls(obj["model"], obj.get("attends_to", "grid" if boxes is None else "regions"), steps,
                    obj["width"], obj["height"], obj.get("image", ""), obj.get("score", 0.0),
                    obj.get("finished", True), boxes, labels, scores)

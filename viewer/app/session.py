@@ -26,7 +26,7 @@ from ..decoding import DecodeSettings
 from ..diagnose import cell_at, grounding, grounding_summary, occlude, sanity
 from ..evaluate import caption_scores
 from ..triage import list_runs, read_run
-from ..images import GRID, Photo, load_photo
+from ..images import Photo, load_photo
 from ..pipeline import Captioner, photo_key
 from ..render import render_cells, render_gif, render_heatmap, render_step, render_strip
 from ..trace import AttentionTrace
@@ -226,8 +226,8 @@ def overlay(ex: Exploration, style: Style, step: int | None = None) -> np.ndarra
     s = trace.steps[t]
     if s.sample is not None and style.hard_samples > 1:
         cells = draw_cells(s.attention, style.hard_samples, seed=t)
-        img = render_cells(img, cells, trace.width, trace.height, colour=(255, 150, 0))
-        img = render_cells(img, [s.sample], trace.width, trace.height)
+        img = render_cells(img, cells, trace.width, trace.height, colour=(255, 150, 0), grid=trace.grid_side)
+        img = render_cells(img, [s.sample], trace.width, trace.height, grid=trace.grid_side)
     return img
 
 
@@ -245,7 +245,8 @@ def strip(ex: Exploration, style: Style) -> np.ndarray:
 def coverage_image(ex: Exploration, style: Style) -> np.ndarray | None:
     if ex.trace.attends_to != "grid":
         return None
-    cov = ex.trace.coverage(ex.step).reshape(GRID, GRID)
+    side = ex.trace.grid_side
+    cov = ex.trace.coverage(ex.step).reshape(side, side)
     return render_heatmap(ex.photo.rgb, cov, style.upsampling, "inferno", 0.65)
 
 
@@ -271,20 +272,20 @@ def step_panel(ex: Exploration) -> str:
     if s.beta is not None:
         facts.append(f"beta (gate) {s.beta:.2f}")
     if s.sample is not None:
-        facts.append(f"sampled cell (row {s.sample // GRID}, col {s.sample % GRID})")
+        facts.append("sampled cell (row {}, col {})".format(*divmod(s.sample, ex.trace.grid_side)))
     return (f'<div class="step-facts">{" &middot; ".join(facts)}</div>'
             f'<div class="topk"><div class="topk-title">What the model could have said here</div>{rows}</div>')
 
 
 def grid_numbers(ex: Exploration) -> str:
-    """HTML table of the raw 14x14 attention (percent), or the region weights for region models."""
+    """HTML table of the raw grid attention (percent), or the region weights for region models."""
     s = ex.trace.steps[ex.step]
     if ex.trace.attends_to == "regions":
         order = np.argsort(-s.attention)
         rows = "".join(f"<tr><td>{html.escape(ex.trace.region_labels[i])}</td><td>{ex.trace.region_scores[i]:.2f}</td>"
                        f"<td>{s.attention[i]:.3f}</td></tr>" for i in order)
         return f'<table class="regions"><tr><th>region</th><th>score</th><th>weight</th></tr>{rows}</table>'
-    g = s.attention.reshape(GRID, GRID)
+    g = ex.trace.grid(ex.step)
     top = g.max()
     cells = "".join("<tr>" + "".join(
         f'<td style="background:rgba(255,120,0,{v / top:.2f})">{v * 100:.1f}</td>' for v in row) + "</tr>" for row in g)
@@ -326,7 +327,8 @@ def occlusion(studio: Studio, ex: Exploration, hidden: list[int] | None = None) 
     """HTML: hide what the current word looked at (or the given cells/regions) and re-decode."""
     result = occlude(studio.captioner, ex.photo, ex.model, ex.trace, ex.step, hidden, ex.settings)
     what = "cell" if ex.trace.attends_to == "grid" else "region"
-    names = [f"(row {h // GRID}, col {h % GRID})" if what == "cell" else ex.trace.region_labels[h] for h in result.hidden]
+    names = ["(row {}, col {})".format(*divmod(h, ex.trace.grid_side)) if what == "cell" else ex.trace.region_labels[h]
+             for h in result.hidden]
     return (f'<div class="step-facts">Hid {what} {html.escape(", ".join(names))}: p(<b>{html.escape(result.word)}</b>) '
             f"went from {result.prob_before:.1%} to {result.prob_after:.1%}.</div>"
             f"<div>New caption: <b>{html.escape(result.new_caption)}</b></div>")
@@ -337,7 +339,7 @@ def unit_at(ex: Exploration, x: float, y: float) -> int:
     h, w = ex.photo.rgb.shape[:2]
     ox, oy = x * ex.photo.width / w, y * ex.photo.height / h
     if ex.trace.attends_to == "grid":
-        return cell_at(ox, oy, ex.photo.width, ex.photo.height)
+        return cell_at(ox, oy, ex.photo.width, ex.photo.height, ex.trace.grid_side)
     boxes = ex.trace.boxes_pixels()
     inside = [i for i, (x1, y1, x2, y2) in enumerate(boxes) if x1 <= ox <= x2 and y1 <= oy <= y2]
     return min(inside, key=lambda i: (boxes[i][2] - boxes[i][0]) * (boxes[i][3] - boxes[i][1]))

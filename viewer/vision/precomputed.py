@@ -23,7 +23,7 @@ import sys
 import numpy as np
 import torch
 
-from ..images import Photo
+from ..images import Photo, grid_side
 from .regions import Regions
 
 
@@ -78,20 +78,17 @@ class FeatureFiles:
         else:
             return None
         if ext == ".npy":
-            return torch.from_numpy(_grid(np.load(f, allow_pickle=False)))
+            return _grid(np.load(f, allow_pickle=False), f)
         with np.load(f, allow_pickle=False) as z:
             if "x" in z and "bbox" in z:                                     # MILVLG
                 x = z["x"]
                 x = x.T if x.shape[0] != len(z["bbox"]) else x
                 return _regions(x, z["bbox"], float(z["image_w"]), float(z["image_h"]))
             feats = z["feat"] if "feat" in z else z["z"]                     # ruotianluo
-        box_dir = re.sub(r"_att/?$", "_box", self.path.rstrip("/"))
-        box_file = os.path.join(box_dir, image_id + ".npy")
-        if feats.ndim == 3 or not os.path.isfile(box_file):
-            if feats.ndim == 3 or feats.shape[0] == 196:
-                return torch.from_numpy(_grid(feats))
-            raise FeaturesNotFound(f"{f} has region features but no boxes: expected {box_file}")
-        return _regions(feats, np.load(box_file, allow_pickle=False), photo.width, photo.height)
+        box_file = os.path.join(re.sub(r"_att/?$", "_box", self.path.rstrip("/")), image_id + ".npy")
+        if os.path.isfile(box_file) and feats.ndim == 2:
+            return _regions(feats, np.load(box_file, allow_pickle=False), photo.width, photo.height)
+        return _grid(feats, f)
 
     @staticmethod
     def _index_tsv(path: str) -> dict[str, int]:
@@ -133,6 +130,13 @@ class FeatureFiles:
         return _regions(feats, spatial[:, :4], 1.0, 1.0)
 
 
-def _grid(a: np.ndarray) -> np.ndarray:
+def _grid(a: np.ndarray, source: str) -> torch.Tensor:
+    """(side, side, D) or (side * side, D) -> (cells, D); anything else is not a grid."""
     a = np.asarray(a, np.float32)
-    return a.reshape(-1, a.shape[-1])
+    a = a.reshape(-1, a.shape[-1])
+    try:
+        grid_side(len(a))
+    except ValueError:
+        raise FeaturesNotFound(f"{source}: {len(a)} feature vectors are not a square grid, and there is no box "
+                               "file that would make them regions") from None
+    return torch.from_numpy(a)
