@@ -99,3 +99,22 @@ def test_other_files_are_refused_clearly(tmp_path):
 def test_unknown_model_name_lists_the_available_ones(tiny_checkpoints):
     with pytest.raises(CheckpointError, match="sat-soft"):
         Captioner("cpu", checkpoint_dir=tiny_checkpoints).model("nonexistent")
+
+
+def test_average_of_checkpoints_is_the_mean_of_their_weights(tiny_checkpoints, tmp_path):
+    src = checkpoints.load(os.path.join(tiny_checkpoints, "sat-soft.safetensors"))
+    other = str(tmp_path / "nudged.safetensors")
+    with torch.no_grad():
+        for p in src.model.parameters():
+            p.add_(0.5)
+    checkpoints.save(other, src.model, src.vocab, "sat-soft", "sat-soft", src.meta["hparams"], half=False)
+    soup = checkpoints.average([os.path.join(tiny_checkpoints, "sat-soft.safetensors"), other],
+                               str(tmp_path / "soup.safetensors"))
+    original = checkpoints.load(os.path.join(tiny_checkpoints, "sat-soft.safetensors")).model.state_dict()
+    for k, v in soup.model.state_dict().items():
+        if v.is_floating_point() and k != "baseline":
+            torch.testing.assert_close(v, original[k].float() + 0.25)
+    assert len(soup.meta["averaged_from"]) == 2
+    with pytest.raises(CheckpointError, match="cannot average"):
+        checkpoints.average([os.path.join(tiny_checkpoints, "sat-soft.safetensors"),
+                             os.path.join(tiny_checkpoints, "updown.safetensors")], str(tmp_path / "bad.safetensors"))

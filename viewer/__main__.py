@@ -1,4 +1,4 @@
-"""Command line: python -m viewer {caption,models,train,evaluate,triage,bench,import} ...
+"""Command line: python -m viewer {caption,models,train,average,evaluate,triage,bench,import} ...
 
 Every command that takes a model accepts a name from checkpoints/ or a checkpoint path.
 Errors a person can fix (bad photo, unknown model, wrong checkpoint) print one line and exit 2.
@@ -81,6 +81,14 @@ def cmd_import(args) -> int:
     return 0
 
 
+def cmd_average(args) -> int:
+    from .checkpoints import average, resolve
+    lm = average([resolve(m, args.checkpoints) for m in args.models], args.out)
+    print(f"wrote {lm.path}: the mean of {len(args.models)} {lm.meta['model_type']} checkpoints "
+          f"(score it with `evaluate --model {lm.path}`, ship it with `--ship NAME`)")
+    return 0
+
+
 def cmd_train(args) -> int:
     from .train import TrainConfig, train
     hparams = json.loads(args.hparams) if args.hparams else {}
@@ -93,6 +101,8 @@ def cmd_train(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
+    import torch
+
     from .data.cache import FeatureCache
     from .data.datasets import load_dataset
     from .decoding import DecodeSettings
@@ -104,6 +114,11 @@ def cmd_evaluate(args) -> int:
     if loaded.vision_spec.get("source"):
         raise ValueError(f"{loaded.name} is an imported model with its own image features; `evaluate` scores models "
                          "on this viewer's feature cache. Caption the photos with `caption --json` instead")
+    if args.ship:   # score exactly the weights that will ship: rounded to fp16
+        with torch.no_grad():
+            for tensor in loaded.model.state_dict().values():
+                if tensor.is_floating_point():
+                    tensor.copy_(tensor.half())
     data = load_dataset(args.data)
     settings = DecodeSettings(strategy="beam", beam_size=args.beam, max_len=args.max_len)
     metrics, captions = evaluate_split(loaded, data, args.split, FeatureCache(args.cache), settings,
@@ -155,12 +170,13 @@ def cmd_triage(args) -> int:
 def cmd_bench(args) -> int:
     import glob
     from . import bench
-    from .checkpoints import available
+    from .checkpoints import available, read_meta
     images = args.images or [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")]
     paths = []
     for item in images:
         paths += sorted(glob.glob(os.path.join(item, "*.jpg"))) if os.path.isdir(item) else [item]
-    models = args.models or list(available(args.checkpoints))
+    models = args.models or [name for name, path in available(args.checkpoints).items()
+                             if not read_meta(path)["vision_spec"].get("source")]   # imported models bring their own
     result = bench.run(models, paths, args.device, repeats=args.repeats, beam=args.beam,
                        checkpoint_dir=args.checkpoints)
     print(json.dumps(result, indent=1) if args.json else bench.table(result))
@@ -215,6 +231,11 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hparams", help='JSON, e.g. \'{"hidden_dim": 512}\'')
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("average", help="average the weights of fine-tunes of one model (a model soup)")
+    p.add_argument("models", nargs="+", help="checkpoints of one architecture and vocabulary")
+    p.add_argument("--out", required=True, help="where to write the averaged checkpoint (.safetensors)")
+    p.set_defaults(func=cmd_average)
 
     p = sub.add_parser("evaluate", help="score a model on a dataset split")
     p.add_argument("--model", required=True)

@@ -139,6 +139,29 @@ def load(path: str, device: torch.device | str = "cpu") -> LoadedModel:
     return LoadedModel(model.to(device).eval(), vocab, meta, path, encoder)
 
 
+def average(paths: list[str], out: str) -> LoadedModel:
+    """Save the weight average of several checkpoints ("model soup", Wortsman et al. 2022).
+
+    Only fine-tunes of one model average meaningfully (same architecture, vocabulary and start):
+    e.g. the best epoch, a low-learning-rate continuation and a self-critical epoch of it.
+    """
+    models = [load(p) for p in paths]
+    first = models[0]
+    for lm in models[1:]:
+        if (lm.meta["model_type"], lm.meta["hparams"], lm.vocab.words) != \
+                (first.meta["model_type"], first.meta["hparams"], first.vocab.words):
+            raise CheckpointError(f"{lm.path}: another architecture or vocabulary than {first.path}; cannot average")
+    states = [lm.model.state_dict() for lm in models]
+    mean = {k: torch.stack([s[k].float() for s in states]).mean(0) if v.is_floating_point() else v
+            for k, v in states[0].items()}
+    first.model.float().load_state_dict(mean)
+    extra = {k: v for k, v in first.meta.items() if k in ("training", "imported_from")}
+    save(out, first.model, first.vocab, first.name, first.meta["model_type"], first.meta["hparams"],
+         {**extra, "averaged_from": [os.path.abspath(p) for p in paths]}, half=False,
+         vision_spec=first.vision_spec, encoder_tensors=first.encoder_tensors)
+    return load(out)
+
+
 def available(folder: str = CHECKPOINT_DIR) -> dict[str, str]:
     """Model name -> checkpoint path for every checkpoint in `folder`."""
     if not os.path.isdir(folder):
