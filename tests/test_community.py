@@ -88,7 +88,8 @@ def teacher_forced(model, feats: torch.Tensor, ids: list[int], vocab):
 def check_same(ours_logits, ours_alpha, vocab, their_logits, their_alpha, their_index: dict[str, int]):
     """Same attention, and the same logit for every word of their vocabulary (rows may be reordered)."""
     torch.testing.assert_close(ours_alpha, their_alpha, rtol=1e-4, atol=1e-5)
-    words = [w for w in their_index if w in vocab.index]
+    assert set(their_index) <= set(vocab.index)   # no word of theirs was lost
+    words = list(their_index)
     ours = ours_logits[:, [vocab.index[w] for w in words]]
     theirs = their_logits[:, [their_index[w] for w in words]]
     torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
@@ -456,13 +457,16 @@ def region_files(tmp_path_factory):
     feats = g.random((10, 2048), dtype=np.float32)
     x1, y1 = g.uniform(0, w / 2, 10), g.uniform(0, h / 2, 10)
     boxes = np.stack([x1, y1, x1 + g.uniform(5, w / 2, 10), y1 + g.uniform(5, h / 2, 10)], 1).astype(np.float32)
-    (folder / "features.tsv").write_text("\t".join(["12345", str(w), str(h), "10",
-                                                   base64.b64encode(boxes.tobytes()).decode(),
-                                                   base64.b64encode(feats.tobytes()).decode()]) + "\n")
+    def tsv_row(image_id, f, b):
+        return "\t".join([image_id, str(w), str(h), str(len(b)), base64.b64encode(b.tobytes()).decode(),
+                          base64.b64encode(f.tobytes()).decode()]) + "\n"
+    other = g.random((3, 2048), dtype=np.float32)
+    (folder / "features.tsv").write_text(tsv_row("999", other, boxes[:3]) + tsv_row("12345", feats, boxes))
     os.makedirs(folder / "cocobu_att"); os.makedirs(folder / "cocobu_box"); os.makedirs(folder / "milvlg")
     np.savez_compressed(folder / "cocobu_att" / "motorcycle.npz", feat=feats)
     np.save(folder / "cocobu_box" / "motorcycle.npy", boxes)
-    np.savez_compressed(folder / "milvlg" / "motorcycle.npz", x=feats, bbox=boxes, num_bbox=10, image_w=w, image_h=h)
+    np.savez_compressed(folder / "milvlg" / "motorcycle.npz", x=feats.T, bbox=boxes, num_bbox=10, image_w=w,
+                        image_h=h)   # the caffe-era MILVLG files store x as (2048, K)
     import h5py
     with h5py.File(folder / "val36.hdf5", "w") as f:
         f["image_features"] = feats[None]
@@ -571,6 +575,16 @@ def test_a_malicious_pickle_is_refused_without_running_its_payload(tmp_path, how
     assert not (tmp_path / "out.safetensors").exists()
 
 
+def test_a_pickle_cannot_change_the_functions_it_is_allowed_to_call(tmp_path):
+    import torch._utils
+    before = torch._utils._rebuild_tensor_v2.__defaults__
+    # GLOBAL torch._utils._rebuild_tensor_v2; BUILD (None, {"__defaults__": (...)}): setattr on the function
+    payload = (b"ctorch._utils\n_rebuild_tensor_v2\n(N}S'__defaults__'\n(I1\ntstb.")
+    (tmp_path / "build.pkl").write_bytes(payload)
+    safe_load(str(tmp_path / "build.pkl"))
+    assert torch._utils._rebuild_tensor_v2.__defaults__ == before
+
+
 def test_unknown_globals_are_named_and_the_cli_prints_one_line(tmp_path, capsys):
     marker = tmp_path / "ran"
     path = tmp_path / "sys.pkl"
@@ -599,7 +613,7 @@ def test_records_keep_state_but_never_become_the_class(sgrvinod_files):
 def test_not_a_checkpoint_is_a_clear_error(tmp_path):
     junk = tmp_path / "junk.pth"
     junk.write_bytes(b"\x00\x01not a pickle")
-    with pytest.raises(ConversionError, match="cannot read it"):
+    with pytest.raises(ValueError, match="not a readable pickle or PyTorch file"):
         import_checkpoint(str(junk), str(tmp_path / "o"))
     torch.save({"something": torch.zeros(2)}, tmp_path / "other.pth")
     with pytest.raises(ConversionError, match="not a checkpoint of sgrvinod"):

@@ -148,9 +148,12 @@ def average(paths: list[str], out: str) -> LoadedModel:
     models = [load(p) for p in paths]
     first = models[0]
     for lm in models[1:]:
-        if (lm.meta["model_type"], lm.meta["hparams"], lm.vocab.words) != \
-                (first.meta["model_type"], first.meta["hparams"], first.vocab.words):
-            raise CheckpointError(f"{lm.path}: another architecture or vocabulary than {first.path}; cannot average")
+        if (lm.meta["model_type"], lm.meta["hparams"], lm.vocab.words, lm.vision_spec) != \
+                (first.meta["model_type"], first.meta["hparams"], first.vocab.words, first.vision_spec) or \
+                lm.encoder_tensors.keys() != first.encoder_tensors.keys() or \
+                not all(torch.equal(v, first.encoder_tensors[k]) for k, v in lm.encoder_tensors.items()):
+            raise CheckpointError(f"{lm.path}: another architecture, vocabulary or image encoder than {first.path}; "
+                                  "cannot average")
     states = [lm.model.state_dict() for lm in models]
     mean = {k: torch.stack([s[k].float() for s in states]).mean(0) if v.is_floating_point() else v
             for k, v in states[0].items()}

@@ -85,7 +85,8 @@ class Captioner:
                 if lm.path not in self._carried:
                     self._carried[lm.path] = CarriedEncoder(lm.vision_spec, lm.encoder_tensors, self.device)
                 encoder = self._carried[lm.path]
-                return self._cached(photos, encoder.key, lambda todo: [ImageFeatures(g) for g in encoder(todo)])
+                return self._cached(photos, f"{lm.path}:{encoder.key}:",   # per model: encoders differ in weights
+                                    lambda todo: [ImageFeatures(g) for g in encoder(todo)])
         if source == "precomputed":
             return [self._precomputed(lm, p) for p in photos]
         return self.features(photos, with_regions=lm.attends_to == "regions")
@@ -107,8 +108,9 @@ class Captioner:
         if dim != spec.get("dim", dim):
             raise ValueError(f"{lm.name} reads {spec['dim']}-d features; those found for {photo.name} are {dim}-d")
         if (item.regions is None) != (lm.attends_to == "grid"):
-            raise ValueError(f"{lm.name} attends to {lm.attends_to}, but the features found for {photo.name} are "
-                             f"{'a grid' if item.regions is None else 'regions'}")
+            found = "regions" if item.regions is not None else \
+                "a grid (region features need their boxes: <name>_box/<id>.npy next to <name>_att/)"
+            raise ValueError(f"{lm.name} attends to {lm.attends_to}, but the features found for {photo.name} are {found}")
         return item
 
     def caption(self, photos: list[Photo], model: str, settings: DecodeSettings | None = None,

@@ -25,6 +25,10 @@ class UnsafePickleError(ValueError):
     """The file asks for something that could run code; nothing of it was executed."""
 
 
+class UnreadableFileError(ValueError):
+    """Not a pickle or PyTorch file, or a damaged one."""
+
+
 class InertRecord:
     """A pickled object of a known class, kept as data: `.state` (its __dict__) and `.args`."""
 
@@ -75,13 +79,17 @@ for _module in ("builtins", "__builtin__"):
     for _name in ("dict", "list", "set", "frozenset", "tuple", "int", "float", "bool", "str", "bytes", "complex"):
         _SAFE[(_module, _name)] = getattr(builtins, _name)
 
-_records: dict[str, type] = {}
-
-
 def _record_class(name: str) -> type:
-    if name not in _records:
-        _records[name] = type(name.rsplit(".", 1)[-1], (InertRecord,), {"global_name": name})
-    return _records[name]
+    """A new class per request: a pickle's BUILD on the class itself can then change nothing shared."""
+    return type(name.rsplit(".", 1)[-1], (InertRecord,), {"global_name": name})
+
+
+def _fresh(fn):
+    """A new function per request that calls `fn`: a pickle may BUILD on what find_class returns
+    (e.g. set `__defaults__`), which must not alter torch's or numpy's real functions."""
+    def call(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return call
 
 
 def _reconstructor(cls, base, state):
@@ -94,9 +102,10 @@ def _reconstructor(cls, base, state):
 class RestrictedUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
         if (module, name) in _SAFE:
-            return _SAFE[(module, name)]
+            found = _SAFE[(module, name)]
+            return found if isinstance(found, type) else _fresh(found)   # built-in types refuse new attributes
         if (module, name) == ("copyreg", "_reconstructor"):
-            return _reconstructor
+            return _fresh(_reconstructor)
         if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
             return getattr(torch, name)
         full = f"{module}.{name}"
@@ -116,17 +125,31 @@ _pickle_module = types.SimpleNamespace(
 def load(path: str):
     """Any torch.save file (zip or legacy) or plain pickle, rebuilt without executing code.
 
-    TorchScript archives are refused: loading them runs their compiled code.
+    The file is read into memory and handed to torch as bytes, so torch's older tar-archive
+    loader (which extracts members to disk) is never reached. TorchScript archives are refused:
+    loading them runs their compiled code.
     """
-    if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as z:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        raise UnreadableFileError(f"{path}: cannot read it ({err.strerror or err})") from None
+    try:
+        return _load_bytes(data, path)
+    except (UnsafePickleError, UnreadableFileError):
+        raise
+    except Exception as err:   # pickle's and torch's many ways of saying "damaged or not a pickle"
+        raise UnreadableFileError(f"{path}: not a readable pickle or PyTorch file ({type(err).__name__}: {err})") \
+            from None
+
+
+def _load_bytes(data: bytes, path: str):
+    if data[:4] == b"PK\x03\x04":                 # torch.save's zip format
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
             if any(n.endswith("constants.pkl") or "/code/" in n for n in z.namelist()):
                 raise UnsafePickleError(f"{path}: a TorchScript archive; save and import the model's state_dict instead")
-        return torch.load(path, map_location="cpu", pickle_module=_pickle_module, weights_only=False)
-    with open(path, "rb") as f:
-        data = f.read()
-    first = RestrictedUnpickler(io.BytesIO(data), encoding="latin1")
-    obj = first.load()
+        return torch.load(io.BytesIO(data), map_location="cpu", pickle_module=_pickle_module, weights_only=False)
+    obj = RestrictedUnpickler(io.BytesIO(data), encoding="latin1").load()
     if obj == torch.serialization.MAGIC_NUMBER:   # the pre-1.6 torch.save format
         with warnings.catch_warnings():           # it compares pickled class source with ours: records have none
             warnings.simplefilter("ignore")

@@ -58,7 +58,11 @@ def main(argv=None) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: binding to {args.host}: anyone who can reach this machine can use the viewer",
               file=sys.stderr)
-    demo, studio = create_app(args.device, args.checkpoints, args.data, args.features)
+    try:
+        demo, studio = create_app(args.device, args.checkpoints, args.data, args.features)
+    except (ValueError, OSError) as err:   # a bad --data or --features: one line, no traceback
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     studio.captioner.vision   # load the encoder and detector before the page is served
     print(f"attention viewer on http://{args.host}:{args.port}  (Ctrl+C stops it)")
     launch(demo, args.host, args.port, block=True, share=args.share)

@@ -20,16 +20,15 @@ __all__ = ["FORMATS", "ConversionError", "UnsafePickleError", "import_checkpoint
 def import_checkpoint(path: str, out: str, word_map: str | None = None, infos: str | None = None,
                       encoder_weights: str | None = None) -> str:
     """Convert `path` and write `out`(.safetensors); returns the written path."""
-    try:
-        obj = load(path)
-    except UnsafePickleError:
-        raise
-    except Exception as err:   # a truncated or foreign file: any of pickle's or torch's many errors
-        raise ConversionError(f"{path}: cannot read it as a PyTorch checkpoint ({type(err).__name__}: {err})") from None
+    obj = load(path)   # raises UnsafePickleError / UnreadableFileError (both ValueError) with the reason
     found = [name for name, fmt in FORMATS.items() if fmt.matches(obj)]
     if not found:
         keys = list(obj)[:6] if isinstance(obj, dict) else type(obj).__name__
         raise ConversionError(f"{path}: not a checkpoint of {', '.join(FORMATS)} (it holds {keys})")
-    imported = FORMATS[found[0]].convert(obj, word_map=word_map, infos=infos, encoder_weights=encoder_weights)
+    try:
+        imported = FORMATS[found[0]].convert(obj, word_map=word_map, infos=infos, encoder_weights=encoder_weights)
+    except (KeyError, IndexError, TypeError, AttributeError) as err:   # a layer or field the format always has
+        raise ConversionError(f"{path}: looks like a {found[0]} checkpoint but is incomplete or changed "
+                              f"({type(err).__name__}: {err})") from None
     imported.source["file"] = path
     return save_imported(imported, out)

@@ -78,10 +78,11 @@ def our_vocabulary(imp: Imported) -> tuple[Vocabulary, dict[str, torch.Tensor]]:
     tensors = dict(imp.tensors)
 
     def pick(matrix: torch.Tensor, rows: dict[str, int], fill: float) -> torch.Tensor:
+        if sorted(set(rows.values())) != list(range(len(matrix))):
+            raise ConversionError(f"the vocabulary has {len(set(rows.values()))} distinct indices up to "
+                                  f"{max(rows.values())}, but the model has {len(matrix)} rows (0..{len(matrix) - 1}): "
+                                  "wrong word map for this checkpoint?")
         src = torch.tensor([rows.get(w, -1) for w in words])
-        if int(src.max()) >= len(matrix):
-            raise ConversionError(f"the word map has index {int(src.max())}, but the model has {len(matrix)} rows: "
-                               "wrong word map for this checkpoint?")
         out = matrix[src.clamp(min=0)].clone()
         out[src < 0] = fill
         return out

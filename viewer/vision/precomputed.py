@@ -84,6 +84,8 @@ class FeatureFiles:
                 x = z["x"]
                 x = x.T if x.shape[0] != len(z["bbox"]) else x
                 return _regions(x, z["bbox"], float(z["image_w"]), float(z["image_h"]))
+            if "feat" not in z and "z" not in z:
+                raise FeaturesNotFound(f"{f}: an .npz with neither 'feat' (ruotianluo) nor 'x' and 'bbox' (MILVLG)")
             feats = z["feat"] if "feat" in z else z["z"]                     # ruotianluo
         box_file = os.path.join(re.sub(r"_att/?$", "_box", self.path.rstrip("/")), image_id + ".npy")
         if os.path.isfile(box_file) and feats.ndim == 2:
@@ -117,10 +119,20 @@ class FeatureFiles:
         from ..safe_pickle import load as safe_load
         stem = os.path.splitext(path)[0]
         index = glob.glob(stem + "*imgid2idx.pkl") or glob.glob(os.path.join(os.path.dirname(path), "*imgid2idx.pkl"))
-        if not index:
-            raise ValueError(f"{path}: needs its image-id index next to it ({os.path.basename(stem)}_imgid2idx.pkl)")
-        self._index = {str(k): int(v) for k, v in safe_load(index[0]).items()}
-        self._h5 = h5py.File(path, "r")
+        if len(index) != 1:
+            raise ValueError(f"{path}: needs its one image-id index next to it ({os.path.basename(stem)}_imgid2idx.pkl)"
+                             + (f"; found several: {', '.join(sorted(index))}" if index else ""))
+        ids = safe_load(index[0])
+        if not isinstance(ids, dict):
+            raise ValueError(f"{index[0]}: not a dict of image id -> row")
+        self._index = {str(k): int(v) for k, v in ids.items()}
+        try:
+            self._h5 = h5py.File(path, "r")
+        except OSError as err:
+            raise ValueError(f"{path}: not a readable HDF5 file ({err})") from None
+        missing = {"image_features", "spatial_features"} - set(self._h5)
+        if missing:
+            raise ValueError(f"{path}: no {', '.join(sorted(missing))} dataset (poojahira's layout has both)")
 
     def _hdf5(self, image_id: str, photo: Photo):
         if image_id not in self._index:
