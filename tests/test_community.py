@@ -349,7 +349,7 @@ def test_precomputed_grids_are_read_and_checked(tmp_path):
     from viewer.vision.precomputed import FeatureFiles, FeaturesNotFound
     photo = load_photo(os.path.join(ASSETS, "coffee.jpg"))
     np.save(tmp_path / "coffee.npy", np.ones((14, 14, 512), np.float32))
-    assert FeatureFiles(str(tmp_path)).lookup(photo).shape == (196, 512)
+    assert FeatureFiles(str(tmp_path)).lookup(photo).grid.shape == (196, 512)
     np.save(tmp_path / "coffee.npy", np.ones((10, 512), np.float32))
     with pytest.raises(FeaturesNotFound, match="not a square grid"):
         FeatureFiles(str(tmp_path)).lookup(photo)
@@ -484,7 +484,7 @@ def test_every_region_feature_layout_reads_the_same_regions(region_files, layout
     folder, feats, boxes = region_files
     photo = load_photo(os.path.join(ASSETS, "motorcycle.jpg"))
     photo.name = "COCO_val2014_000000012345.jpg" if layout in ("features.tsv", "val36.hdf5") else "motorcycle.jpg"
-    regions = FeatureFiles(str(folder / layout)).lookup(photo)
+    regions = FeatureFiles(str(folder / layout)).lookup(photo).regions
     np.testing.assert_allclose(regions.features, feats)
     np.testing.assert_allclose(regions.boxes, boxes, rtol=1e-5, atol=1e-6)
 

@@ -111,7 +111,7 @@ def cmd_evaluate(args) -> int:
 
     captioner = Captioner(args.device, checkpoint_dir=args.checkpoints)
     loaded = captioner.model(args.model)
-    if loaded.vision_spec.get("source"):
+    if loaded.imported:
         raise ValueError(f"{loaded.name} is an imported model with its own image features; `evaluate` scores models "
                          "on this viewer's feature cache. Caption the photos with `caption --json` instead")
     if args.ship:   # score exactly the weights that will ship: rounded to fp16
@@ -170,13 +170,13 @@ def cmd_triage(args) -> int:
 def cmd_bench(args) -> int:
     import glob
     from . import bench
-    from .checkpoints import available, read_meta
+    from .checkpoints import available, brings_own_features, read_meta
     images = args.images or [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")]
     paths = []
     for item in images:
         paths += sorted(glob.glob(os.path.join(item, "*.jpg"))) if os.path.isdir(item) else [item]
     models = args.models or [name for name, path in available(args.checkpoints).items()
-                             if not read_meta(path)["vision_spec"].get("source")]   # imported models bring their own
+                             if not brings_own_features(read_meta(path)["vision_spec"])]
     result = bench.run(models, paths, args.device, repeats=args.repeats, beam=args.beam,
                        checkpoint_dir=args.checkpoints)
     print(json.dumps(result, indent=1) if args.json else bench.table(result))
@@ -275,7 +275,7 @@ def main(argv=None) -> int:
     p.add_argument("path", help="their checkpoint (.pth.tar / .pth); opened without running any code in it")
     p.add_argument("--word-map", help="WORDMAP_*.json (sgrvinod, poojahira) or word_dict.json (AaronCCWong)")
     p.add_argument("--infos", help="infos_*.pkl (ruotianluo)")
-    p.add_argument("--encoder-weights", help="torchvision VGG-19 weights for an AaronCCWong model")
+    p.add_argument("--encoder-weights", help="torchvision VGG-19 or ResNet-152 weights for an AaronCCWong model")
     p.add_argument("--out", required=True, help="NAME (saved in checkpoints/) or a path")
     p.set_defaults(func=cmd_import)
 

@@ -132,7 +132,7 @@ def run(models: list[str], image_paths: list[str], device: str | None = None, re
               "device": str(captioner.device), "images": [os.path.basename(p) for p in image_paths],
               "beam": beam, "models": {}}
     for model in models:
-        if captioner.model(model).vision_spec.get("source"):
+        if captioner.model(model).imported:
             raise ValueError(f"{model} is an imported model with its own features; bench times this viewer's "
                              "encoder and detector pipeline (leave it out with --models)")
         captioner.caption(photos[:1], model, settings)   # warm up: load weights, first calls

@@ -17,8 +17,7 @@ from safetensors.torch import safe_open, save_file
 
 from .data.vocab import Vocabulary
 from .models import REGISTRY, CaptionModel, build_model
-from .vision import SPEC, SPEC_KEY
-from .vision.carried import spec_key
+from .vision import SPEC, SPEC_KEY, spec_key
 
 ENCODER_PREFIX = "encoder."   # an imported model's own grid encoder, stored next to its decoder
 
@@ -45,12 +44,21 @@ class LoadedModel:
         return self.meta.get("vision_spec", SPEC)
 
     @property
+    def imported(self) -> bool:
+        return brings_own_features(self.vision_spec)
+
+    @property
     def name(self) -> str:
         return self.meta["name"]
 
     @property
     def attends_to(self) -> str:
         return self.model.attends_to
+
+
+def brings_own_features(vision_spec: dict) -> bool:
+    """An imported model: it carries its own encoder ("checkpoint") or reads a user's files ("precomputed")."""
+    return vision_spec.get("source") in ("checkpoint", "precomputed")
 
 
 def code_version() -> str:
@@ -110,7 +118,7 @@ def read_meta(path: str) -> dict:
         raise CheckpointError(f"{path}: format {meta['format']!r}, this code reads {FORMAT!r}")
     if meta["model_type"] not in REGISTRY:
         raise CheckpointError(f"{path}: unknown model type {meta['model_type']!r}; known: {', '.join(sorted(REGISTRY))}")
-    own = meta.get("vision_spec", {}).get("source") in ("checkpoint", "precomputed")
+    own = brings_own_features(meta.get("vision_spec", {}))
     if own and meta["vision_spec_key"] != spec_key(meta["vision_spec"]):
         raise CheckpointError(f"{path}: its vision spec does not match its key; the metadata was edited")
     if not own and meta["vision_spec_key"] != SPEC_KEY:
@@ -130,13 +138,19 @@ def load(path: str, device: torch.device | str = "cpu") -> LoadedModel:
     encoder = {k[len(ENCODER_PREFIX):]: tensors.pop(k) for k in list(tensors) if k.startswith(ENCODER_PREFIX)}
     if meta["vision_spec"].get("source") == "checkpoint" and not encoder:
         raise CheckpointError(f"{path}: says it carries its image encoder, but has no encoder weights")
-    expected = model.state_dict()
-    problems = sorted(set(expected) ^ set(tensors))
-    problems += [k for k in expected if k in tensors and expected[k].shape != tensors[k].shape]
+    problems = weight_mismatches(model, tensors)
     if problems:
         raise CheckpointError(f"{path}: weights do not match a {meta['model_type']} model ({', '.join(problems[:4])}...)")
+    expected = model.state_dict()
     model.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})
     return LoadedModel(model.to(device).eval(), vocab, meta, path, encoder)
+
+
+def weight_mismatches(model: CaptionModel, tensors: dict[str, torch.Tensor]) -> list[str]:
+    """Names missing on either side, then names whose shapes differ: empty when the weights fit."""
+    expected = model.state_dict()
+    problems = sorted(set(expected) ^ set(tensors))
+    return problems + [k for k in expected if k in tensors and expected[k].shape != tensors[k].shape]
 
 
 def average(paths: list[str], out: str) -> LoadedModel:

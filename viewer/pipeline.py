@@ -11,7 +11,6 @@ import hashlib
 import threading
 from collections import OrderedDict
 
-import torch
 
 from . import checkpoints
 from .decoding import DecodeSettings, decode
@@ -85,7 +84,7 @@ class Captioner:
                 if lm.path not in self._carried:
                     self._carried[lm.path] = CarriedEncoder(lm.vision_spec, lm.encoder_tensors, self.device)
                 encoder = self._carried[lm.path]
-                return self._cached(photos, f"{lm.path}:{encoder.key}:",   # per model: encoders differ in weights
+                return self._cached(photos, f"{lm.path}:",   # per model: same-spec encoders differ in weights
                                     lambda todo: [ImageFeatures(g) for g in encoder(todo)])
         if source == "precomputed":
             return [self._precomputed(lm, p) for p in photos]
@@ -97,13 +96,9 @@ class Captioner:
             raise ValueError(f"{lm.name} runs on precomputed features ({spec.get('describe', spec.get('features'))}): "
                              "start with --features PATH (a .tsv, .hdf5 or folder of .npz)")
         try:
-            found = self.feature_files.lookup(photo)
+            item = self.feature_files.lookup(photo)
         except FeaturesNotFound as err:
             raise ValueError(f"{lm.name}: {err}") from None
-        if isinstance(found, torch.Tensor):
-            item = ImageFeatures(found)
-        else:
-            item = ImageFeatures(None, found)
         dim = (item.grid if item.regions is None else item.regions.features).shape[-1]
         if dim != spec.get("dim", dim):
             raise ValueError(f"{lm.name} reads {spec['dim']}-d features; those found for {photo.name} are {dim}-d")

@@ -99,12 +99,9 @@ def save_imported(imp: Imported, out: str) -> str:
     vocab, tensors = our_vocabulary(imp)
     hparams = {**imp.hparams, "vocab_size": len(vocab)}
     model = build_model(imp.model_type, **hparams)
-    expected = model.state_dict()
-    missing, unexpected = sorted(set(expected) - set(tensors)), sorted(set(tensors) - set(expected))
-    wrong = [k for k in expected if k in tensors and tensors[k].shape != expected[k].shape]
-    if missing or unexpected or wrong:
-        raise ConversionError(f"the weights do not fit a {imp.model_type} model: missing {missing[:3]}, "
-                           f"unexpected {unexpected[:3]}, wrong shape {wrong[:3]}")
+    problems = checkpoints.weight_mismatches(model, tensors)
+    if problems:
+        raise ConversionError(f"the weights do not fit a {imp.model_type} model ({', '.join(problems[:4])}...)")
     model.load_state_dict(tensors)
     path = out if out.endswith(".safetensors") else out + ".safetensors"
     name = os.path.basename(path)[: -len(".safetensors")]

@@ -53,6 +53,9 @@ def masked_mean(feats: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (feats * m).sum(1) / m.sum(1).clamp(min=1.0)
 
 
+ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "none": lambda x: x}   # by name, for hyper-parameters
+
+
 def attend(keys: torch.Tensor, query: torch.Tensor, mask: torch.Tensor, score: nn.Linear,
            activation=torch.tanh) -> torch.Tensor:
     """Additive (Bahdanau) attention weights over K entries, padding masked out."""

@@ -12,9 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .base import CaptionModel, State, Step, attend, masked_mean, register
-
-_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "none": lambda x: x}
+from .base import ACTIVATIONS, CaptionModel, State, Step, attend, masked_mean, register
 
 
 @register("sat-sgrvinod", attention_activation="relu", init_activation="none")
@@ -26,7 +24,7 @@ class GatedSAT(CaptionModel):
                  att_dim: int = 512, dropout: float = 0.5, attention_activation: str = "relu",
                  init_activation: str = "none"):
         super().__init__()
-        self.att_act, self.init_act = _ACTIVATIONS[attention_activation], _ACTIVATIONS[init_activation]
+        self.att_act, self.init_act = ACTIVATIONS[attention_activation], ACTIVATIONS[init_activation]
         self.encoder_att, self.decoder_att = nn.Linear(feature_dim, att_dim), nn.Linear(hidden_dim, att_dim)
         self.full_att = nn.Linear(att_dim, 1)
         self.embedding = nn.Embedding(vocab_size, embed_dim)

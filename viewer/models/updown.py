@@ -14,9 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .base import CaptionModel, State, Step, attend, masked_mean, register
-
-_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
+from .base import ACTIVATIONS, CaptionModel, State, Step, attend, masked_mean, register
 
 
 def _embedding(n_in: int, n_out: int, dropout: float) -> nn.Sequential:
@@ -34,7 +32,7 @@ class UpDown(CaptionModel):
                  word_relu: bool = False, attention_activation: str = "tanh"):
         super().__init__()
         self.embed_features, self.embed_mean, self.word_relu = embed_features, embed_mean, word_relu
-        self.att_act = _ACTIVATIONS[attention_activation]
+        self.att_act = ACTIVATIONS[attention_activation]
         v_dim = hidden_dim if embed_features else feature_dim
         if embed_features:
             self.feat_embed = _embedding(feature_dim, hidden_dim, dropout)

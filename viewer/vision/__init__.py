@@ -18,7 +18,14 @@ from .regions import Regions
 
 SPEC = {"preprocess": f"squash to {INPUT_SIZE}x{INPUT_SIZE} (PIL bicubic, no crop)",
         "encoder": encoder.SPEC, "detector": regions.SPEC}
-SPEC_KEY = hashlib.sha1(json.dumps(SPEC, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def spec_key(spec: dict) -> str:
+    """A short hash of a feature spec: names the feature cache folder and is checked on checkpoint load."""
+    return hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+
+
+SPEC_KEY = spec_key(SPEC)
 
 
 @dataclass

@@ -8,9 +8,6 @@ this module rebuilds the network from torchvision's architecture code (no downlo
 """
 from __future__ import annotations
 
-import hashlib
-import json
-
 import numpy as np
 import torch
 import torch.nn as nn
@@ -30,10 +27,6 @@ def resnet_spec(layers: list[int], input_size: int = 256, grid: int = 14) -> dic
 def vgg19_spec(input_size: int = 224) -> dict:
     return {"source": "checkpoint", "type": "vgg19", "input": input_size, "resize": "bilinear squash",
             "mean": IMAGENET_MEAN, "std": IMAGENET_STD, "grid": input_size // 16, "dim": 512}
-
-
-def spec_key(spec: dict) -> str:
-    return hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
 
 
 class ResNetGrid(nn.Module):
@@ -64,7 +57,7 @@ class CarriedEncoder:
     """Photos -> (B, grid*grid, dim) row-major annotation vectors, as the imported decoder saw them."""
 
     def __init__(self, spec: dict, tensors: dict[str, torch.Tensor], device: torch.device | str = "cpu"):
-        self.spec, self.key = spec, spec_key(spec)
+        self.spec = spec
         self.device = torch.device(device)
         net = ResNetGrid(spec["layers"], spec["grid"]) if spec["type"] == "resnet" else VGGGrid()
         net.load_state_dict({k: v.float() for k, v in tensors.items()})

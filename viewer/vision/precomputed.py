@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..images import Photo, grid_side
+from . import ImageFeatures
 from .regions import Regions
 
 
@@ -40,14 +41,14 @@ def photo_ids(name: str) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def _regions(feats: np.ndarray, boxes: np.ndarray, width: float, height: float) -> Regions:
+def _regions(feats: np.ndarray, boxes: np.ndarray, width: float, height: float) -> ImageFeatures:
     boxes = np.clip(np.asarray(boxes, np.float32) / np.array([width, height, width, height], np.float32), 0, 1)
-    return Regions(boxes=boxes, labels=[f"region {i + 1}" for i in range(len(boxes))],
-                   scores=np.ones(len(boxes), np.float32), features=np.asarray(feats, np.float32))
+    return ImageFeatures(None, Regions(boxes=boxes, labels=[f"region {i + 1}" for i in range(len(boxes))],
+                                       scores=np.ones(len(boxes), np.float32), features=np.asarray(feats, np.float32)))
 
 
 class FeatureFiles:
-    """One of the layouts above, opened once; `lookup(photo)` -> grid (K, D) tensor or Regions."""
+    """One of the layouts above, opened once; `lookup(photo)` -> ImageFeatures (a grid, or regions with features)."""
 
     def __init__(self, path: str):
         self.path = path
@@ -62,7 +63,7 @@ class FeatureFiles:
             raise ValueError(f"{path}: not a features folder, .tsv or .hdf5 file")
 
     # --- lookup -------------------------------------------------------------------------------
-    def lookup(self, photo: Photo):
+    def lookup(self, photo: Photo) -> ImageFeatures:
         for image_id in photo_ids(photo.name):
             found = getattr(self, f"_{self.kind}")(image_id, photo)
             if found is not None:
@@ -142,7 +143,7 @@ class FeatureFiles:
         return _regions(feats, spatial[:, :4], 1.0, 1.0)
 
 
-def _grid(a: np.ndarray, source: str) -> torch.Tensor:
+def _grid(a: np.ndarray, source: str) -> ImageFeatures:
     """(side, side, D) or (side * side, D) -> (cells, D); anything else is not a grid."""
     a = np.asarray(a, np.float32)
     a = a.reshape(-1, a.shape[-1])
@@ -151,4 +152,4 @@ def _grid(a: np.ndarray, source: str) -> torch.Tensor:
     except ValueError:
         raise FeaturesNotFound(f"{source}: {len(a)} feature vectors are not a square grid, and there is no box "
                                "file that would make them regions") from None
-    return torch.from_numpy(a)
+    return ImageFeatures(torch.from_numpy(a))
