@@ -5,7 +5,8 @@ import torch
 from viewer import checkpoints
 from viewer.data.vocab import Vocabulary
 from viewer.decoding import DecodeSettings
-from viewer.diagnose import cell_at, grounding, grounding_summary, occlude, sanity, word_class
+from viewer.diagnose import cell_at, occlude, sanity
+from viewer.grounding import grounding, grounding_summary, word_class
 from viewer.images import GRID, Photo
 from viewer.models import build_model
 from viewer.pipeline import Captioner, photo_key

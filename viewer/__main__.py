@@ -54,17 +54,27 @@ def cmd_models(args) -> int:
     if not found:
         print(f"no checkpoints in {args.checkpoints}")
         return 0
+    if not args.json:
+        print("{:14s} {:18s} {:>6} {:>7} {:>7} {:>12} {:>9}".format(
+            "name", "type", "vocab", "BLEU-4", "CIDEr", "mass in box", "pointing"))
+        print("(dev scores; grounding on the references forced through the model, detector boxes as proxies)")
     for name, path in found.items():
         try:
             meta = checkpoints.read_meta(path)
         except checkpoints.CheckpointError as err:
             print(f"{name}: unusable: {err}")
             continue
+        dev = meta.get("dev_metrics", {})
         info = {"name": name, "type": meta["model_type"], "path": os.path.relpath(path),
-                "vocabulary": len(meta["vocab"]), "dev": meta.get("dev_metrics", {}),
+                "vocabulary": len(meta["vocab"]), "dev": dev,
                 "trained": meta.get("training", {}).get("epochs"), "date": meta.get("date")}
-        print(json.dumps(info) if args.json else
-              f"{name:12s} {meta['model_type']:9s} vocab {len(meta['vocab']):5d}  dev {meta.get('dev_metrics', {})}")
+        if args.json:
+            print(json.dumps(info))
+            continue
+        forced = dev.get("grounding", {}).get("references_forced", {})
+        cells = [name, meta["model_type"], len(meta["vocab"]), dev.get("BLEU-4", "-"), dev.get("CIDEr", "-"),
+                 forced.get("mass_in_box", "-"), forced.get("pointing", "-")]
+        print("{:14s} {:18s} {:>6} {:>7} {:>7} {:>12} {:>9}".format(*map(str, cells)))
     return 0
 
 
@@ -95,7 +105,8 @@ def cmd_train(args) -> int:
     cfg = TrainConfig(model=args.model, data=args.data, out=args.out or os.path.join("runs", args.model),
                       epochs=args.epochs, batch_images=args.batch_images, lr=args.lr, patience=args.patience,
                       dev_images=args.dev_images, device=str(_device(args)), cache=args.cache, resume=args.resume,
-                      init_from=args.init_from, seed=args.seed, hparams=hparams, scst=args.scst)
+                      init_from=args.init_from, seed=args.seed, hparams=hparams, scst=args.scst,
+                      ground_weight=args.ground_weight)
     train(cfg)
     return 0
 
@@ -134,9 +145,13 @@ def cmd_evaluate(args) -> int:
               "captions_file": out}
     if args.json:
         print(json.dumps(result))
-    else:
-        for k, v in result.items():
-            print(f"{k:14s} {v}")
+        return 0
+    grounding = result.pop("grounding")
+    for k, v in result.items():
+        print(f"{k:14s} {v}")
+    print(f"grounding      ({grounding.pop('boxes')})")
+    for which, block in grounding.items():
+        print(f"  {which:18s} " + "  ".join(f"{k} {v}" for k, v in block.items()))
     return 0
 
 
@@ -229,6 +244,8 @@ def main(argv=None) -> int:
     p.add_argument("--init-from", help="warm start from a checkpoint of the same architecture")
     p.add_argument("--scst", action="store_true", help="self-critical fine-tuning on CIDEr-D (use with --init-from)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ground-weight", type=float, default=0.0,
+                   help="attention supervision: pull the attention of words naming a detected object into its boxes")
     p.add_argument("--hparams", help='JSON, e.g. \'{"hidden_dim": 512}\'')
     p.set_defaults(func=cmd_train)
 

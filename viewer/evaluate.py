@@ -1,6 +1,8 @@
 """Caption metrics through the standard COCO caption evaluation code (PyPI pycocoevalcap).
 
-BLEU-1..4, METEOR, ROUGE-L and CIDEr-D on PTB-tokenised text, exactly as the COCO server did.
+BLEU-1..4, METEOR, ROUGE-L and CIDEr-D on PTB-tokenised text, exactly as the COCO server did;
+beside them, the split's attention grounding (`grounding.py`) on the model's own captions and on
+the references forced through it.
 METEOR and the PTB tokenizer run on Java; without Java, METEOR is skipped with a warning and
 our own tokenizer stands in for PTB.
 """
@@ -13,9 +15,11 @@ import shutil
 import sys
 import time
 
+import numpy as np
 
 from .data.vocab import tokenize
-from .decoding import DecodeSettings, decode
+from .decoding import DecodeSettings, Hypothesis, decode
+from .grounding import PROXY_BOXES, corpus_grounding, entropy, grid_units, ground_words
 from .vision import model_inputs
 
 
@@ -85,29 +89,63 @@ def caption_scores(caption: str, references: list[str], corpus: dict[str, list[s
     return out
 
 
-def generate(loaded, items, names, settings: DecodeSettings, batch_size: int = 100, device="cpu") -> dict[str, str]:
-    """Captions for many images (features already computed), batched."""
+def generate(loaded, items, names, settings: DecodeSettings, batch_size: int = 100, device="cpu",
+             prefixes: list[list[int]] | None = None) -> dict[str, Hypothesis]:
+    """The best hypothesis for each image (features already computed), batched; with `prefixes`
+    (and a forced strategy), the given token sequences scored instead."""
     out = {}
     for i in range(0, len(items), batch_size):
         x, mask = model_inputs(items[i:i + batch_size], loaded.attends_to, device)
-        hyps = decode(loaded.model, x, mask, settings, loaded.vocab)
-        for name, hs in zip(names[i:i + batch_size], hyps):
-            out[name] = " ".join(w for w in loaded.vocab.decode(hs[0].tokens) if w != "<end>")
+        chunk = None if prefixes is None else prefixes[i:i + batch_size]
+        hyps = decode(loaded.model, x, mask, settings, loaded.vocab, chunk)
+        out.update((name, hs[0]) for name, hs in zip(names[i:i + batch_size], hyps))
     return out
+
+
+def caption_text(loaded, hyp: Hypothesis) -> str:
+    return " ".join(w for w in loaded.vocab.decode(hyp.tokens) if w != "<end>")
+
+
+def split_grounding(loaded, items, hyps: list[Hypothesis]) -> dict:
+    """Grounding of decoded words (one hypothesis per item, e.g. an image repeated per reference)."""
+    found, entropies, uniform = [], [], []
+    for item, hyp in zip(items, hyps):
+        words = loaded.vocab.decode(hyp.tokens)
+        attention = hyp.attention.double().numpy()
+        units = grid_units(attention.shape[1]) if loaded.attends_to == "grid" else item.regions.boxes
+        found += ground_words(words, attention, units, item.regions)
+        entropies += [entropy(a) for a, w in zip(attention, words) if w != "<end>"]
+        uniform += [float(np.log(attention.shape[1]))] * (len(words) - 1)
+    return corpus_grounding(found, entropies, uniform)
+
+
+def grounding_report(loaded, data, paths, items, generated: dict[str, Hypothesis], device="cpu") -> dict:
+    """Grounding on the model's own captions and on every reference forced through it (same words for all models)."""
+    rows = [(item, loaded.vocab.encode(ref) + [loaded.vocab.end]) for p, item in zip(paths, items)
+            for ref in data.captions[p]]
+    repeated = [item for item, _ in rows]
+    forced = generate(loaded, repeated, list(range(len(rows))), DecodeSettings(strategy="forced"),
+                      device=device, prefixes=[ids for _, ids in rows])
+    return {"boxes": PROXY_BOXES,
+            "generated": split_grounding(loaded, items, [generated[p] for p in paths]),
+            "references_forced": split_grounding(loaded, repeated, list(forced.values()))}
 
 
 def evaluate_split(loaded, data, split: str, cache, settings: DecodeSettings, device="cpu",
                    meteor: bool = True, vision=None) -> tuple[dict, dict[str, str]]:
-    """Generate captions for a split and score them; returns (metrics, captions by image path)."""
+    """Generate captions for a split and score them (captions and grounding); returns
+    (metrics, captions by image path)."""
     paths = data.split(split)
     if vision is not None:
         cache.build(paths, vision)
     items = [cache.load(p) for p in paths]
     start = time.time()
-    captions = generate(loaded, items, paths, settings, device=device)
+    hyps = generate(loaded, items, paths, settings, device=device)
     seconds = time.time() - start
+    captions = {p: caption_text(loaded, h) for p, h in hyps.items()}
     metrics = score_captions(captions, {p: data.captions[p] for p in paths}, meteor=meteor)
     metrics["images_per_s"] = round(len(paths) / max(seconds, 1e-9), 1)
+    metrics["grounding"] = grounding_report(loaded, data, paths, items, hyps, device)
     return metrics, captions
 
 

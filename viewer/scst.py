@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from pycocoevalcap.cider.cider_scorer import CiderScorer, cook_refs, cook_test
 
 from .data.vocab import Vocabulary, tokenize
-from .models import CaptionModel, reorder
+from .models import CaptionModel
 
 
 class _Corpus(list):
@@ -56,7 +56,9 @@ def scst_loss(model: CaptionModel, feats, mask, keys: list[str], vocab: Vocabula
     training = model.training
     model.eval()   # gradients still flow; only dropout is off
     rows = torch.arange(n, device=feats.device).repeat_interleave(samples)
-    state = reorder(model.init_state(feats, mask), rows)
+    # every sample its own seed, so hard attention draws its own cells (a seed drives them in eval mode)
+    seeds = torch.randint(0, 2 ** 31 - 1, (n * samples,), device=feats.device)
+    state = model.init_state(feats[rows], mask[rows], seeds)
     words = torch.full((n * samples,), vocab.start, dtype=torch.long, device=feats.device)
     alive = torch.ones(n * samples, dtype=torch.bool, device=feats.device)
     banned = torch.tensor([vocab.pad, vocab.start], device=feats.device)

@@ -1,8 +1,9 @@
 """Train a decoder on cached image features: resumable, logged, early-stopped on dev CIDEr.
 
 Speed matters on a 2-core CPU, so a batch is B images with ALL their captions: each image's
-feature projections are computed once for its five captions, captions are sorted by length so
-step t only runs on captions still going, and the loss is one cross-entropy call per batch.
+feature projections are computed once for its five captions, images of similar caption lengths
+are batched together, and the loss is one cross-entropy call per batch. `ground_weight` adds
+attention supervision toward the detector's boxes of the objects the words name.
 
 Files in --out: `last.safetensors` (fp32, with optimizer state in `last.optim.pt`, tensors
 only), `best.safetensors` (fp16, the one to ship), `log.jsonl` (one line per epoch).
@@ -15,6 +16,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -24,7 +26,10 @@ from .data.datasets import load_dataset
 from .data.vocab import Vocabulary
 from .decoding import DecodeSettings
 from .evaluate import evaluate_split
+from .grounding import grid_units, inside_fractions, word_class
+from .images import GRID
 from .models import REGISTRY, build_model
+from .models.base import AttentionTargets
 from .scst import CiderReward, scst_loss
 from .vision import VisionStack, model_inputs
 from .vision.regions import MAX_REGIONS
@@ -52,6 +57,7 @@ class TrainConfig:
     init_from: str | None = None   # warm start from a checkpoint of the same architecture
     scst: bool = False             # self-critical fine-tuning on CIDEr-D (start from a trained model)
     scst_samples: int = 5
+    ground_weight: float = 0.0     # attention supervision on words naming a detected object (0: off)
     hparams: dict = field(default_factory=dict)
 
 
@@ -74,6 +80,35 @@ class FeatureTable:
     def batch(self, paths, device):
         idx = torch.tensor([self.index[p] for p in paths])
         return self.feats[idx].to(device, torch.float32), self.mask[idx].to(device)
+
+
+class GroundingTargets:
+    """Attention supervision targets: per training image and COCO class, the fraction of each cell
+    or region inside the detector's boxes of that class (`grounding.inside_fractions`)."""
+
+    def __init__(self, paths, cache: FeatureCache, attends_to: str, vocab: Vocabulary, weight: float):
+        self.weight = weight
+        self.token_class = {i: c for i, w in enumerate(vocab.words) if (c := word_class(w))}
+        self.fractions: dict[str, dict[str, np.ndarray]] = {}
+        for p in paths:
+            regions = cache.regions(p)
+            labels = np.array(regions.labels)
+            units = grid_units(GRID * GRID) if attends_to == "grid" else regions.boxes
+            self.fractions[p] = {c: inside_fractions(units, regions.boxes[labels == c]).astype(np.float32)
+                                 for c in set(regions.labels) & set(self.token_class.values())}
+
+    def batch(self, paths, tokens: torch.Tensor, image_index: torch.Tensor, k: int) -> AttentionTargets:
+        emitted = tokens[:, 1:].cpu().numpy()                      # word emitted at each step
+        inside = np.zeros((emitted.shape[1], emitted.shape[0], k), np.float32)
+        valid = np.zeros(emitted.shape[::-1], bool)
+        for n, j in enumerate(image_index.tolist()):
+            fractions = self.fractions[paths[j]]
+            for t, w in enumerate(emitted[n]):
+                frac = fractions.get(self.token_class.get(w))
+                if frac is not None:
+                    inside[t, n, :len(frac)], valid[t, n] = frac, True
+        return AttentionTargets(torch.from_numpy(inside).to(tokens.device), torch.from_numpy(valid).to(tokens.device),
+                                self.weight)
 
 
 def length_buckets(paths, encoded, batch_images: int, rng: random.Random, pool: int = 20) -> list[list[str]]:
@@ -139,6 +174,8 @@ def train(cfg: TrainConfig, log=print) -> dict:
     log(f"{cfg.model}: vocabulary {len(vocab)}, {len(train_paths)} train images, {len(dev_paths)} dev images, "
         f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
     table = FeatureTable(train_paths, cache, model.attends_to)
+    targets = GroundingTargets(train_paths, cache, model.attends_to, vocab, cfg.ground_weight) \
+        if cfg.ground_weight > 0 else None
 
     reward = CiderReward({p: data.captions[p] for p in train_paths}) if cfg.scst else None
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
@@ -167,7 +204,8 @@ def train(cfg: TrainConfig, log=print) -> dict:
                 n_caps += len(paths) * cfg.scst_samples
             else:
                 tokens, image_index = make_batch(paths, encoded, device)
-                loss, logs = model.loss(feats, mask, tokens, image_index)
+                supervised = targets and targets.batch(paths, tokens, image_index, feats.shape[1])
+                loss, logs = model.loss(feats, mask, tokens, image_index, supervised)
                 n_caps += len(tokens)
             opt.zero_grad(set_to_none=True)
             loss.backward()

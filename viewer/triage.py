@@ -14,7 +14,8 @@ import numpy as np
 from PIL import Image
 
 from .decoding import DecodeSettings
-from .diagnose import grounding, grounding_summary, sanity
+from .diagnose import sanity
+from .grounding import grounding, grounding_summary
 from .evaluate import score_captions
 from .images import ImageError, load_photo
 from .render import render_strip

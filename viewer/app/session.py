@@ -23,7 +23,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..decoding import DecodeSettings
-from ..diagnose import cell_at, grounding, grounding_summary, occlude, sanity
+from ..diagnose import cell_at, occlude, sanity
+from ..grounding import grounding, grounding_summary
 from ..evaluate import caption_scores
 from ..triage import list_runs, read_run
 from ..images import Photo, load_photo

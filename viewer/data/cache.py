@@ -67,5 +67,13 @@ class FeatureCache:
 
     def load(self, image_path: str) -> ImageFeatures:
         with np.load(self.path(image_path), allow_pickle=False) as z:
-            regions = Regions(z["boxes"], [str(s) for s in z["labels"]], z["scores"])
-            return ImageFeatures(torch.from_numpy(z["grid"]), regions)
+            return ImageFeatures(torch.from_numpy(z["grid"]), self._regions(z))
+
+    def regions(self, image_path: str) -> Regions:
+        """The detector's regions alone (the grid is not read)."""
+        with np.load(self.path(image_path), allow_pickle=False) as z:
+            return self._regions(z)
+
+    @staticmethod
+    def _regions(z) -> Regions:
+        return Regions(z["boxes"], [str(s) for s in z["labels"]], z["scores"])

@@ -44,6 +44,22 @@ class Step:
     sample_logprob: torch.Tensor | None = None  # (B,) log alpha of that cell (training signal)
 
 
+@dataclass
+class AttentionTargets:
+    """Weak attention supervision (Liu et al. 2017, "Attention Correctness"): for the words that
+    name an object found in the photo, where that object is. Steps run as in `teacher_forced`."""
+
+    inside: torch.Tensor   # (T-1, N, K) the fraction of each cell/region inside the named object's boxes
+    valid: torch.Tensor    # (T-1, N) bool: the word emitted at that step names a detected object
+    weight: float
+
+    def loss(self, attention: torch.Tensor) -> torch.Tensor:
+        """weight * mean over supervised words of -log(attention mass inside the boxes): zero when the
+        whole map lies inside, and large when the map is elsewhere."""
+        mass = (attention * self.inside).sum(-1).clamp_min(1e-6)
+        return -self.weight * (mass.log() * self.valid).sum() / self.valid.sum().clamp_min(1)
+
+
 def reorder(state: State, rows: torch.Tensor) -> State:
     return {k: v.index_select(0, rows) for k, v in state.items()}
 
@@ -63,6 +79,15 @@ def attend(keys: torch.Tensor, query: torch.Tensor, mask: torch.Tensor, score: n
     return F.softmax(e.masked_fill(~mask, float("-inf")), dim=-1)
 
 
+def supervision(steps: list[Step], targets: AttentionTargets | None, logs: dict) -> torch.Tensor | float:
+    """The attention supervision term of a loss (0 without targets), logged as `ground`."""
+    if targets is None:
+        return 0.0
+    term = targets.loss(torch.stack([s.attention for s in steps]))
+    logs["ground"] = term.item()
+    return term
+
+
 class CaptionModel(nn.Module):
     attends_to = "grid"   # "grid" (14x14 cells) or "regions" (detector boxes)
 
@@ -72,11 +97,13 @@ class CaptionModel(nn.Module):
     def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
         raise NotImplementedError
 
-    def loss(self, feats, mask, tokens, image_index) -> tuple[torch.Tensor, dict[str, float]]:
-        """Training loss; the default is cross-entropy under teacher forcing."""
-        logits, _ = self.teacher_forced(feats, mask, tokens, image_index)
+    def loss(self, feats, mask, tokens, image_index, targets: AttentionTargets | None = None
+             ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Training loss; the default is cross-entropy under teacher forcing (+ attention supervision)."""
+        logits, steps = self.teacher_forced(feats, mask, tokens, image_index)
         xe = F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].T.flatten(), ignore_index=0)
-        return xe, {"xe": xe.item()}
+        logs = {"xe": xe.item()}
+        return xe + supervision(steps, targets, logs), logs
 
     def teacher_forced(self, feats, mask, tokens, image_index) -> tuple[torch.Tensor, list[Step]]:
         """Run the decoder on ground-truth captions.

@@ -7,8 +7,8 @@ regulariser lambda * sum_i (1 - sum_t alpha_ti)^2.
 `sat-hard`: stochastic hard attention: a cell s_t ~ Multinoulli(alpha) is attended, context =
 a_{s_t}. Training follows the paper's REINFORCE-style objective (Sec. 4.1): the log-likelihood
 of the caption given the sampled locations, plus lambda_r (log p(y|s) - b) * grad log p(s) with a
-moving-average baseline b, plus lambda_e times the attention entropy; in half of the batches
-the expectation (soft context) is used instead of a sample, as the paper did. At inference the
+moving-average baseline b, plus lambda_e times the attention entropy; for a random half of the
+images (per image) the expectation (soft context) is used instead of a sample, as the paper did. At inference the
 cell is drawn by inverse-CDF from a counter-based hash of (seed, step), so a decode is
 reproducible with a seed, and re-scoring the same words (forced decoding) draws the same cells.
 
@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .base import CaptionModel, State, Step, attend, masked_mean, register
+from .base import CaptionModel, State, Step, attend, masked_mean, register, supervision
 
 
 @register("sat-soft", attention="soft")
@@ -51,22 +51,29 @@ class ShowAttendTell(CaptionModel):
         a = self.feat_proj(feats)
         mean = masked_mean(a, mask)
         seed = torch.zeros(len(a), dtype=torch.long, device=a.device) if seed is None else seed.to(a.device)
-        return {"a": a, "a_att": self.att_feat(a), "mask": mask, "h": torch.tanh(self.init_h(mean)),
-                "c": torch.tanh(self.init_c(mean)), "seed": seed, "t": torch.zeros_like(seed)}
+        state = {"a": a, "a_att": self.att_feat(a), "mask": mask, "h": torch.tanh(self.init_h(mean)),
+                 "c": torch.tanh(self.init_c(mean)), "seed": seed, "t": torch.zeros_like(seed)}
+        if self.attention == "hard" and self.training:   # Sec. 4.1: the expectation for a random half of the images
+            state["expect"] = torch.rand(len(a), device=a.device) < 0.5
+        return state
 
     def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
         a, h = state["a"], state["h"]
         alpha = attend(state["a_att"], self.att_hidden(h), state["mask"], self.att_score)
         sample = sample_logprob = None
-        if self.attention == "hard" and not (self.training and self._use_expectation):
+        z = torch.bmm(alpha.unsqueeze(1), a).squeeze(1)
+        if self.attention == "hard":
             if self.training:
                 sample = torch.multinomial(alpha.detach(), 1).squeeze(1)
             else:
                 sample = _inverse_cdf(alpha, _hash_uniform(state["seed"], state["t"]))
             sample_logprob = alpha.gather(1, sample[:, None]).squeeze(1).clamp_min(1e-12).log()
-            z = a[torch.arange(len(a), device=a.device), sample]
-        else:
-            z = torch.bmm(alpha.unsqueeze(1), a).squeeze(1)
+            hard = a[torch.arange(len(a), device=a.device), sample]
+            if "expect" in state:   # training rows that use the expectation attend softly, no sample
+                z = torch.where(state["expect"][:, None], z, hard)
+                sample_logprob = sample_logprob.masked_fill(state["expect"], 0.0)
+            else:
+                z = hard
         beta = torch.sigmoid(self.f_beta(h))
         e = self.embed(words)
         h, c = self.lstm(torch.cat([e, beta * z], dim=1), (h, state["c"]))
@@ -74,18 +81,15 @@ class ShowAttendTell(CaptionModel):
         new_state = {**state, "h": h, "c": c, "t": state["t"] + 1}
         return Step(logits, alpha, beta.squeeze(1), sample, sample_logprob), new_state
 
-    _use_expectation = False
-
-    def loss(self, feats, mask, tokens, image_index):
-        if self.attention == "hard":
-            self._use_expectation = bool(torch.rand(()) < 0.5)
+    def loss(self, feats, mask, tokens, image_index, targets=None):
         logits, steps = self.teacher_forced(feats, mask, tokens, image_index)
-        targets = tokens[:, 1:].T                                    # (T-1, N)
-        valid = (targets != 0).float()
-        token_logp = -F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view_as(valid)
+        emitted = tokens[:, 1:].T                                    # (T-1, N)
+        valid = (emitted != 0).float()
+        token_logp = -F.cross_entropy(logits.flatten(0, 1), emitted.flatten(), reduction="none").view_as(valid)
         n_tokens = valid.sum()
         xe = -(token_logp * valid).sum() / n_tokens
         logs = {"xe": xe.item()}
+        xe = xe + supervision(steps, targets, logs)
         alphas = torch.stack([s.attention for s in steps]) * valid.unsqueeze(-1)   # (T-1, N, K)
         if self.attention == "soft":
             reg = self.alpha_c * ((1.0 - alphas.sum(0)) ** 2).sum(1).mean()
@@ -93,16 +97,16 @@ class ShowAttendTell(CaptionModel):
             return xe + reg, logs
         entropy = -(alphas * alphas.clamp_min(1e-12).log()).sum(-1).sum() / n_tokens
         loss = xe - self.lambda_e * entropy
-        if not self._use_expectation:
+        sampled = torch.stack([s.sample_logprob for s in steps]).ne(0).any(0)   # captions of sampling images
+        if bool(sampled.any()):
             # REINFORCE: the caption's mean token log-likelihood under the sampled cells is the reward
-            reward = (token_logp.detach() * valid).sum(0) / valid.sum(0)
+            reward = ((token_logp.detach() * valid).sum(0) / valid.sum(0))[sampled]
             if self.baseline == 0:   # first sampled batch: start the moving average at the reward
                 self.baseline.fill_(reward.mean().item())
-            logp_s = (torch.stack([s.sample_logprob for s in steps]) * valid).sum(0)
+            logp_s = (torch.stack([s.sample_logprob for s in steps]) * valid).sum(0)[sampled]
             loss = loss - self.lambda_r * ((reward - self.baseline) * logp_s).sum() / n_tokens
             self.baseline.mul_(0.9).add_(0.1 * reward.mean())
             logs["baseline"] = self.baseline.item()
-        self._use_expectation = False
         logs["entropy"] = entropy.item()
         return loss, logs
 

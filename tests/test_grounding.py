@@ -1,0 +1,127 @@
+"""Grounding as a metric (constructed cases with known answers), the attention supervision loss,
+its training targets, and hard attention's self-critical cell sampling."""
+import numpy as np
+import torch
+
+from viewer.grounding import corpus_grounding, entropy, ground_words, grid_units, inside_fractions
+from viewer.models import build_model
+from viewer.models.base import AttentionTargets
+from viewer.vision import Regions
+
+LEFT_HALF_DOG = Regions(np.array([[0, 0, 0.5, 1.0], [0, 0, 1, 1]], np.float32), ["dog", "whole image"],
+                        np.array([0.9, 1.0], np.float32))
+
+
+def _grid(mask: np.ndarray) -> np.ndarray:
+    return (mask / mask.sum()).ravel()
+
+
+def test_grid_grounding_numbers_on_known_maps():
+    left, right, spread = np.zeros((14, 14)), np.zeros((14, 14)), np.ones((14, 14))
+    left[:, :7], right[:, 7:] = 1, 1
+    peak_right = spread.copy(); peak_right[3, 12] = 50
+    words = ["a", "dog", "dog", "dog", "cat", "<end>"]
+    attention = np.stack([_grid(m) for m in (spread, left, spread, peak_right, left, spread)])
+    items = ground_words(words, attention, grid_units(196), LEFT_HALF_DOG)
+    assert [(g.word, g.step) for g in items] == [("dog", 1), ("dog", 2), ("dog", 3), ("cat", 4)]
+    assert np.isclose(items[0].inside, 1.0) and items[0].hit
+    assert np.isclose(items[1].inside, 0.5) and np.isclose(items[1].area, 0.5)
+    assert items[2].inside < 0.5 and not items[2].hit          # the peak is on the right half
+    assert items[3].inside is None and items[3].hit is None    # no cat was detected
+    entropies = [entropy(_grid(spread)), entropy(_grid(left))]
+    block = corpus_grounding(items, entropies, [np.log(196)] * 2)
+    assert block["object_words"] == 4 and block["detected"] == 3
+    assert np.isclose(block["pointing"], round(2 / 3, 4)) and np.isclose(block["box_area"], 0.5)
+    assert np.isclose(block["mass_in_box"], round((1.0 + 0.5 + items[2].inside) / 3, 4))
+    assert np.isclose(block["entropy_uniform"], round(np.log(196), 4))
+    assert np.isclose(block["entropy"], round((np.log(196) + np.log(98)) / 2, 4))
+
+
+def test_region_grounding_counts_partial_overlap_and_points_at_the_top_region():
+    units = np.array([[0.5, 0, 1, 1], [0, 0, 0.5, 1], [0, 0, 1, 1]], np.float32)
+    regions = Regions(units, ["dog", "person", "whole image"], np.ones(3, np.float32))
+    g = ground_words(["dog", "man"], np.array([[0.7, 0.2, 0.1], [0.7, 0.2, 0.1]]), units, regions)
+    assert np.isclose(g[0].inside, 0.7 + 0.1 * 0.5) and g[0].hit
+    assert np.isclose(g[1].inside, 0.2 + 0.1 * 0.5) and not g[1].hit   # its top region is the dog's
+
+
+def test_inside_fractions_of_cells_straddling_a_box_edge():
+    frac = inside_fractions(grid_units(4), np.array([[0.0, 0.0, 0.75, 0.5]]))
+    assert np.allclose(frac, [1, 0.5, 0, 0])
+
+
+def test_supervision_loss_is_zero_inside_the_box_and_pulls_attention_into_it():
+    inside = torch.tensor([[[1.0, 1.0, 0.0, 0.0]]])
+    targets = AttentionTargets(inside, torch.tensor([[True]]), weight=1.0)
+    assert float(targets.loss(torch.tensor([[[0.3, 0.7, 0.0, 0.0]]]))) == 0.0
+    assert np.isclose(float(targets.loss(torch.tensor([[[0.25, 0.25, 0.25, 0.25]]]))), np.log(2))
+    unsupervised = AttentionTargets(inside, torch.tensor([[False]]), weight=1.0)
+    assert float(unsupervised.loss(torch.tensor([[[0.0, 0.0, 0.5, 0.5]]]))) == 0.0
+    logits = torch.zeros(1, 1, 4, requires_grad=True)
+    targets.loss(logits.softmax(-1)).backward()
+    assert (logits.grad[0, 0, :2] < 0).all() and (logits.grad[0, 0, 2:] > 0).all()   # descent raises the inside
+
+
+def test_training_targets_follow_the_cached_boxes_of_the_named_class(tiny_data, cache_dir, vision):
+    from viewer.data.cache import FeatureCache
+    from viewer.data.datasets import load_dataset
+    from viewer.data.vocab import Vocabulary
+    from viewer.train import GroundingTargets, make_batch
+
+    data = load_dataset(tiny_data)
+    paths = data.split("train")
+    cache = FeatureCache(cache_dir)
+    cache.build(paths, vision, log=lambda *a: None)
+    vocab = Vocabulary.build((c for p in paths for c in data.captions[p]), min_freq=1)
+    encoded = {p: [[vocab.start] + vocab.encode(c) + [vocab.end] for c in data.captions[p]] for p in paths}
+    targets = GroundingTargets(paths, cache, "grid", vocab, weight=0.5)
+    tokens, image_index = make_batch(paths, encoded, "cpu")
+    batch = targets.batch(paths, tokens, image_index, 196)
+    assert batch.inside.shape == (tokens.shape[1] - 1, len(tokens), 196) and batch.weight == 0.5
+    cat = paths.index(next(p for p in paths if p.endswith("chelsea.jpg")))
+    regions = cache.regions(paths[cat])
+    assert "cat" in regions.labels, "the detector should find the cat in chelsea.jpg"
+    row = int((image_index == cat).nonzero()[0])
+    t = [vocab.words[w] for w in tokens[row, 1:].tolist()].index("cat")
+    assert batch.valid[t, row]
+    boxes = regions.boxes[np.array(regions.labels) == "cat"]
+    assert np.allclose(batch.inside[t, row].numpy(), inside_fractions(grid_units(196), boxes), atol=1e-6)
+    assert not batch.valid[0, row]                                   # "a" names nothing
+    assert int(batch.valid.sum()) == sum(
+        1 for n, j in enumerate(image_index.tolist()) for w in tokens[n, 1:].tolist()
+        if targets.token_class.get(w) in set(cache.regions(paths[j]).labels))
+
+
+def test_scst_samples_of_one_image_attend_different_cells():
+    from viewer.data.vocab import Vocabulary
+    from viewer.scst import scst_loss
+
+    torch.manual_seed(0)
+    vocab = Vocabulary(["<pad>", "<start>", "<end>", "<unk>", "dog", "runs"])
+    model = build_model("sat-hard", vocab_size=len(vocab), feature_dim=8, embed_dim=4, hidden_dim=8, att_dim=4,
+                        proj_dim=8, dropout=0.0)
+    cells = []
+    original = model.forward_step
+
+    def recording(state, words):
+        step, state = original(state, words)
+        cells.append(step.sample)
+        return step, state
+
+    model.forward_step = recording
+    reward = lambda keys, caps: np.zeros(len(caps))   # noqa: E731  (only the draws matter here)
+    scst_loss(model, torch.randn(2, 196, 8), torch.ones(2, 196, dtype=torch.bool), ["x", "y"], vocab, reward,
+              samples=4, max_len=3)
+    first = cells[0].view(2, 4)
+    assert all(len(set(row.tolist())) > 1 for row in first), "samples of one image share their cells"
+
+
+def test_hard_attention_uses_the_expectation_for_about_half_of_the_images():
+    torch.manual_seed(0)
+    model = build_model("sat-hard", vocab_size=6, feature_dim=8, embed_dim=4, hidden_dim=8, att_dim=4, proj_dim=8,
+                        dropout=0.0).train()
+    state = model.init_state(torch.randn(400, 196, 8), torch.ones(400, 196, dtype=torch.bool))
+    step, _ = model.forward_step(state, torch.ones(400, dtype=torch.long))
+    expect = state["expect"]
+    assert 150 < int(expect.sum()) < 250
+    assert (step.sample_logprob[expect] == 0).all() and (step.sample_logprob[~expect] < 0).all()
