@@ -3,7 +3,7 @@ its training targets, and hard attention's self-critical cell sampling."""
 import numpy as np
 import torch
 
-from viewer.grounding import corpus_grounding, entropy, ground_words, grid_units, inside_fractions
+from viewer.grounding import corpus_grounding, detector_recall, entropy, named_classes, ground_words, grid_units, inside_fractions
 from viewer.models import build_model
 from viewer.models.base import AttentionTargets
 from viewer.vision import Regions
@@ -32,6 +32,7 @@ def test_grid_grounding_numbers_on_known_maps():
     block = corpus_grounding(items, entropies, [np.log(196)] * 2)
     assert block["object_words"] == 4 and block["detected"] == 3
     assert np.isclose(block["pointing"], round(2 / 3, 4)) and np.isclose(block["box_area"], 0.5)
+    assert block["pointing_centre_baseline"] == 1.0                 # the box's right edge is the centre line
     assert np.isclose(block["mass_in_box"], round((1.0 + 0.5 + items[2].inside) / 3, 4))
     assert np.isclose(block["entropy_uniform"], round(np.log(196), 4))
     assert np.isclose(block["entropy"], round((np.log(196) + np.log(98)) / 2, 4))
@@ -43,6 +44,13 @@ def test_region_grounding_counts_partial_overlap_and_points_at_the_top_region():
     g = ground_words(["dog", "man"], np.array([[0.7, 0.2, 0.1], [0.7, 0.2, 0.1]]), units, regions)
     assert np.isclose(g[0].inside, 0.7 + 0.1 * 0.5) and g[0].hit
     assert np.isclose(g[1].inside, 0.2 + 0.1 * 0.5) and not g[1].hit   # its top region is the dog's
+
+
+def test_detector_recall_counts_classes_named_by_two_references():
+    refs = [["A dog runs", "two dogs play", "a man walks"], ["a cat sleeps", "a kitten", "a bird"]]
+    found = [LEFT_HALF_DOG, Regions(np.zeros((1, 4), np.float32), ["whole image"], np.ones(1, np.float32))]
+    assert named_classes(refs[0]) == {"dog"} and named_classes(refs[1]) == {"cat"}
+    assert detector_recall(refs, found) == 0.5
 
 
 def test_inside_fractions_of_cells_straddling_a_box_edge():

@@ -2,6 +2,7 @@
 import os
 
 import numpy as np
+import pytest
 import torch
 
 from viewer.images import GRID, load_photo, squash
@@ -29,6 +30,23 @@ def test_detector_regions(vision):
     assert regions.labels[-len(CONTEXT):] == list(CONTEXT)
     assert ((regions.boxes >= 0) & (regions.boxes <= 1)).all()
     assert (regions.boxes[:, 2] > regions.boxes[:, 0]).all() and (regions.boxes[:, 3] > regions.boxes[:, 1]).all()
+
+
+@pytest.mark.parametrize("name", ["motorcycle.jpg", "coffee.jpg", "chelsea.jpg", "grace_hopper.jpg"])
+def test_detector_boxes_on_the_photo_and_its_squashed_copy_agree_in_grid_coordinates(vision, name):
+    """Training photos are squashed squares; uploads keep their aspect (padded): the main objects
+    must come back in the same normalised frame either way."""
+    from viewer.vision.regions import _iou
+    photo = load_photo(os.path.join(ASSETS, name))
+    assert photo.width != photo.height
+    on_photo, on_squashed = vision.detector.detect(photo.rgb), vision.detector.detect(squash(photo))
+    assert on_photo.labels[0] == on_squashed.labels[0] and on_photo.labels[0] not in CONTEXT
+    both = {lab for lab, sc in zip(on_photo.labels, on_photo.scores) if 0.5 <= sc < 1} & \
+        {lab for lab, sc in zip(on_squashed.labels, on_squashed.scores) if 0.5 <= sc < 1}
+    for label in both:
+        a = on_photo.boxes[np.array(on_photo.labels) == label]
+        b = on_squashed.boxes[np.array(on_squashed.labels) == label]
+        assert max(_iou(x, y) for x in a for y in b) > 0.6, f"{label} moved between the two inputs"
 
 
 def test_image_without_detections_still_has_context_regions(vision):
@@ -74,7 +92,7 @@ def test_training_cache_and_live_pipeline_compute_the_same_features(tiny_data, c
 
 
 def test_model_inputs_pad_regions_with_a_mask(vision):
-    photos = [squash(load_photo(os.path.join(ASSETS, n))) for n in ("coffee.jpg", "rocket.jpg")]
+    photos = [load_photo(os.path.join(ASSETS, n)) for n in ("coffee.jpg", "rocket.jpg")]
     items = vision.extract(photos)
     feats, mask = model_inputs(items, "regions")
     assert feats.shape[:2] == mask.shape

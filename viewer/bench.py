@@ -45,7 +45,7 @@ def end_to_end(captioner: Captioner, model: str, photos, settings: DecodeSetting
             grid, t_enc = _timed(lambda: vision.encoder(torch.from_numpy(image[None])).cpu())
             regions, t_det = (None, 0.0)
             if lm.attends_to == "regions":
-                regions, t_det = _timed(lambda: vision.detector.detect(image))
+                regions, t_det = _timed(lambda: vision.detector.detect(photo.rgb))
             feats = [ImageFeatures(grid[0], regions)]
 
             def run_decode():

@@ -19,7 +19,7 @@ import numpy as np
 
 from .data.vocab import tokenize
 from .decoding import DecodeSettings, Hypothesis, decode
-from .grounding import PROXY_BOXES, corpus_grounding, entropy, grid_units, ground_words
+from .grounding import PROXY_BOXES, corpus_grounding, detector_recall, entropy, grid_units, ground_words
 from .vision import model_inputs
 
 
@@ -113,9 +113,10 @@ def split_grounding(loaded, items, hyps: list[Hypothesis]) -> dict:
         words = loaded.vocab.decode(hyp.tokens)
         attention = hyp.attention.double().numpy()
         units = grid_units(attention.shape[1]) if loaded.attends_to == "grid" else item.regions.boxes
+        attention = attention[:, :len(units)]   # a batch pads regions to its longest list; padding weighs 0
         found += ground_words(words, attention, units, item.regions)
         entropies += [entropy(a) for a, w in zip(attention, words) if w != "<end>"]
-        uniform += [float(np.log(attention.shape[1]))] * (len(words) - 1)
+        uniform += [float(np.log(len(units)))] * (len(words) - 1)
     return corpus_grounding(found, entropies, uniform)
 
 
@@ -127,6 +128,7 @@ def grounding_report(loaded, data, paths, items, generated: dict[str, Hypothesis
     forced = generate(loaded, repeated, list(range(len(rows))), DecodeSettings(strategy="forced"),
                       device=device, prefixes=[ids for _, ids in rows])
     return {"boxes": PROXY_BOXES,
+            "detector_recall": detector_recall([data.captions[p] for p in paths], [it.regions for it in items]),
             "generated": split_grounding(loaded, items, [generated[p] for p in paths]),
             "references_forced": split_grounding(loaded, repeated, list(forced.values()))}
 

@@ -6,7 +6,8 @@ the feature cache). Per word we measure
 - mass in box: the attention weight inside the union of that class's boxes (each cell or region
   counts with the fraction of its area inside);
 - box area: the union's share of the photo (what uniform attention would score);
-- pointing: whether the centre of the most attended cell or region lies inside a box;
+- pointing: whether the centre of the most attended cell or region lies inside a box (beside it,
+  the baseline that always points at the photo's centre);
 - entropy of the word's attention (nats; uniform over K units is log K).
 The same fractions are the targets of the attention supervision loss (`models.base`).
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .data.vocab import tokenize
 from .images import grid_side
 from .vision.regions import Regions
 
@@ -103,6 +105,7 @@ class Grounding:
     inside: float | None = None   # attention mass inside the class's boxes
     area: float | None = None     # the boxes' share of the photo
     hit: bool | None = None       # pointing game: the most attended unit's centre is inside a box
+    centre_hit: bool | None = None  # the baseline that always points at the photo's centre
 
 
 def ground_words(words: list[str], attention: np.ndarray, units: np.ndarray, regions: Regions) -> list[Grounding]:
@@ -119,7 +122,8 @@ def ground_words(words: list[str], attention: np.ndarray, units: np.ndarray, reg
             continue
         a = attention[t]
         out.append(Grounding(t, word, cls, float((a * inside_fractions(units, boxes)).sum()),
-                             float(union_mask(boxes, 112).mean()), centre_inside(units[int(np.argmax(a))], boxes)))
+                             float(union_mask(boxes, 112).mean()), centre_inside(units[int(np.argmax(a))], boxes),
+                             centre_inside(np.array([0.5, 0.5, 0.5, 0.5]), boxes)))
     return out
 
 
@@ -142,6 +146,21 @@ def grounding_summary(items: list[Grounding]) -> dict:
             "not_detected": [g.word for g in items if g.inside is None]}
 
 
+def named_classes(references: list[str], min_refs: int = 2) -> set[str]:
+    """The COCO classes that at least `min_refs` of a photo's reference captions name."""
+    counts: dict[str, int] = {}
+    for ref in references:
+        for cls in {word_class(w) for w in tokenize(ref)} - {None}:
+            counts[cls] = counts.get(cls, 0) + 1
+    return {c for c, n in counts.items() if n >= min_refs}
+
+
+def detector_recall(references: list[list[str]], regions: list[Regions]) -> float | None:
+    """Over (photo, class named by its references): how often the detector found that class."""
+    pairs = [(cls, reg) for refs, reg in zip(references, regions) for cls in named_classes(refs)]
+    return round(float(np.mean([cls in reg.labels for cls, reg in pairs])), 4) if pairs else None
+
+
 def corpus_grounding(items: list[Grounding], entropies: list[float], uniform: list[float]) -> dict:
     """The grounding block of an evaluation: means over every detected object word of a split."""
     seen = [g for g in items if g.inside is not None]
@@ -149,4 +168,5 @@ def corpus_grounding(items: list[Grounding], entropies: list[float], uniform: li
     return {"object_words": len(items), "detected": len(seen),
             "mass_in_box": mean([g.inside for g in seen]), "box_area": mean([g.area for g in seen]),
             "pointing": mean([float(g.hit) for g in seen]),
+            "pointing_centre_baseline": mean([float(g.centre_hit) for g in seen]),
             "entropy": mean(entropies), "entropy_uniform": mean(uniform)}

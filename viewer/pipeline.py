@@ -15,7 +15,7 @@ from collections import OrderedDict
 from . import checkpoints
 from .decoding import DecodeSettings, decode
 from .device import pick_device
-from .images import Photo, squash
+from .images import Photo
 from .trace import AttentionTrace, build_trace
 from .vision import ImageFeatures, VisionStack, model_inputs
 from .vision.carried import CarriedEncoder
@@ -57,10 +57,10 @@ class Captioner:
             return self._features_locked(photos, with_regions)
 
     def _features_locked(self, photos: list[Photo], with_regions: bool) -> list[ImageFeatures]:
-        out = self._cached(photos, "", lambda todo: self.vision.extract([squash(p) for p in todo], with_regions))
+        out = self._cached(photos, "", lambda todo: self.vision.extract(todo, with_regions))
         for item, p in zip(out, photos):
             if with_regions and item.regions is None:
-                item.regions = self.vision.detector.detect(squash(p))
+                item.regions = self.vision.detector.detect(p.rgb)
         return out
 
     def _cached(self, photos: list[Photo], source: str, compute) -> list[ImageFeatures]:

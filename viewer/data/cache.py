@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..images import ImageError, load_photo, squash
+from ..images import ImageError, load_photo
 from ..vision import SPEC, SPEC_KEY, ImageFeatures, Regions
 
 DEFAULT_ROOT = os.environ.get("VIEWER_CACHE", os.path.join(os.path.dirname(__file__), "..", "..", ".cache", "features"))
@@ -45,14 +45,14 @@ class FeatureCache:
         start = time.time()
         with tqdm(total=len(todo), unit="img", desc="features", mininterval=5) as bar:
             for i in range(0, len(todo), batch_size):
-                chunk, images = [], []
+                chunk, photos = [], []
                 for p in todo[i:i + batch_size]:
                     try:
-                        images.append(squash(load_photo(p)))
+                        photos.append(load_photo(p))
                         chunk.append(p)
                     except ImageError as err:
                         log(f"skipped {err}")
-                for p, feats in zip(chunk, vision.extract(images) if images else []):
+                for p, feats in zip(chunk, vision.extract(photos) if photos else []):
                     self._save(p, feats)
                 bar.update(len(todo[i:i + batch_size]))
         if todo:

