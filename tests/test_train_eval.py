@@ -2,6 +2,7 @@
 import json
 import os
 
+import numpy as np
 import pytest
 
 from viewer.data.cache import FeatureCache
@@ -128,6 +129,27 @@ def test_evaluate_command_scores_a_split_and_ships_the_model(tiny_checkpoints, t
     meta = checkpoints.read_meta(str(folder / "shipped.safetensors"))
     assert meta["name"] == "shipped" and meta["dev_metrics"]["BLEU-4"] == result["BLEU-4"]
     assert meta["dev_settings"]["beam"] == 3
+
+
+@pytest.mark.parametrize("model", ["sat-soft", "updown"])
+def test_evaluation_reports_grounding_on_own_and_forced_reference_words(tiny_checkpoints, tiny_data, cache_dir, model):
+    """Grid and region models (regions padded to a batch's longest list) get the same grounding block."""
+    from viewer import checkpoints
+    from viewer.data.datasets import load_dataset
+    from viewer.decoding import DecodeSettings
+    from viewer.evaluate import evaluate_split
+
+    loaded = checkpoints.load(os.path.join(tiny_checkpoints, f"{model}.safetensors"))
+    data = load_dataset(tiny_data)
+    metrics, _ = evaluate_split(loaded, data, "dev", FeatureCache(cache_dir), DecodeSettings(beam_size=2), meteor=False)
+    block = metrics["grounding"]
+    assert "proxy" in block["boxes"] and block["detector_recall"] == 1.0   # the cat is named and found
+    forced = block["references_forced"]
+    assert forced["object_words"] == 3 and forced["detected"] == 3          # "cat" in each of chelsea's captions
+    assert 0.0 <= forced["mass_in_box"] <= 1.0
+    assert np.isclose(forced["pointing"] * 3, round(forced["pointing"] * 3), atol=1e-3)   # hits out of 3 words
+    assert 0.0 < forced["entropy"] <= forced["entropy_uniform"] + 1e-6
+    assert 0.0 < forced["box_area"] < 1.0
 
 
 def test_scst_reward_is_pycocoevalcap_cider_and_fine_tuning_raises_it(tiny_data, cache_dir, tmp_path):
