@@ -630,6 +630,22 @@ def test_beam_search_runs_on_an_imported_model(sgrvinod_files, tmp_path):
     assert [len(h) for h in hyps] == [3, 3]
 
 
+def test_an_imported_model_is_evaluated_from_the_photos_with_grounding(sgrvinod_files, tiny_data, tmp_path, capsys):
+    """Imported models bring their own encoder, so evaluation runs through the pipeline; the
+    forced references' "cat" (in the model's vocabulary) is grounded on the detector's cat box."""
+    folder, *_ = sgrvinod_files
+    assert cli(["--checkpoints", str(tmp_path), "import", str(folder / "BEST_checkpoint_test.pth.tar"),
+                "--word-map", str(folder / "WORDMAP_test.json"), "--out", "sg"]) == 0
+    capsys.readouterr()
+    assert cli(["--checkpoints", str(tmp_path), "evaluate", "--model", "sg", "--data", tiny_data, "--json",
+                "--beam", "2", "--max-len", "5", "--captions-out", str(tmp_path / "c.json")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["images"] == 2 and "CIDEr" in result
+    forced = result["grounding"]["references_forced"]
+    assert forced["object_words"] == 3 and forced["detected"] == 3        # chelsea.jpg: "cat" in all 3 captions
+    assert 0.0 <= forced["mass_in_box"] <= 1.0 and forced["entropy_uniform"] == round(float(np.log(196)), 4)
+
+
 def test_the_app_lists_an_imported_model_and_explores_with_it(sgrvinod_files, tmp_path):
     from viewer.app import session as S
 

@@ -117,14 +117,13 @@ def cmd_evaluate(args) -> int:
     from .data.cache import FeatureCache
     from .data.datasets import load_dataset
     from .decoding import DecodeSettings
-    from .evaluate import evaluate_split, write_captions
+    from .evaluate import evaluate_photos, evaluate_split, write_captions
     from .pipeline import Captioner
 
-    captioner = Captioner(args.device, checkpoint_dir=args.checkpoints)
+    captioner = Captioner(args.device, checkpoint_dir=args.checkpoints, feature_files=args.features)
     loaded = captioner.model(args.model)
-    if loaded.imported:
-        raise ValueError(f"{loaded.name} is an imported model with its own image features; `evaluate` scores models "
-                         "on this viewer's feature cache. Caption the photos with `caption --json` instead")
+    if loaded.imported and args.ship:
+        raise ValueError(f"{loaded.name} is an imported model; --ship is for models trained here")
     if args.ship:   # score exactly the weights that will ship: rounded to fp16
         with torch.no_grad():
             for tensor in loaded.model.state_dict().values():
@@ -132,8 +131,11 @@ def cmd_evaluate(args) -> int:
                     tensor.copy_(tensor.half())
     data = load_dataset(args.data)
     settings = DecodeSettings(strategy="beam", beam_size=args.beam, max_len=args.max_len)
-    metrics, captions = evaluate_split(loaded, data, args.split, FeatureCache(args.cache), settings,
-                                       device=captioner.device, vision=captioner.vision)
+    if loaded.imported:   # its own encoder or precomputed features: from the photos, through the pipeline
+        metrics, captions = evaluate_photos(captioner, args.model, data, args.split, settings)
+    else:
+        metrics, captions = evaluate_split(loaded, data, args.split, FeatureCache(args.cache), settings,
+                                           device=captioner.device, vision=captioner.vision)
     out = args.captions_out or f"captions_{loaded.name}_{args.split}.json"
     write_captions(out, captions)
     if args.ship:
@@ -265,6 +267,7 @@ def main(argv=None) -> int:
     p.add_argument("--ship", metavar="NAME", help="also save the model as checkpoints/NAME.safetensors (fp16) "
                                                    "with these scores in its metadata")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--features", help="precomputed features for imported models (.tsv, .hdf5 or folder of .npz)")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("triage", help="rank many photos by score, grounding or confidence; HTML report + CSV")

@@ -19,7 +19,8 @@ import numpy as np
 
 from .data.vocab import tokenize
 from .decoding import DecodeSettings, Hypothesis, decode
-from .grounding import PROXY_BOXES, corpus_grounding, detector_recall, entropy, grid_units, ground_words
+from .grounding import PROXY_BOXES, detector_recall, grid_units, grounding_block, trace_units
+from .images import load_photo
 from .vision import model_inputs
 
 
@@ -106,18 +107,12 @@ def caption_text(loaded, hyp: Hypothesis) -> str:
     return " ".join(w for w in loaded.vocab.decode(hyp.tokens) if w != "<end>")
 
 
-def split_grounding(loaded, items, hyps: list[Hypothesis]) -> dict:
-    """Grounding of decoded words (one hypothesis per item, e.g. an image repeated per reference)."""
-    found, entropies, uniform = [], [], []
+def _samples(loaded, items, hyps: list[Hypothesis]):
+    """(words, attention, units, proxy regions) of decoded hypotheses for `grounding_block`."""
     for item, hyp in zip(items, hyps):
-        words = loaded.vocab.decode(hyp.tokens)
         attention = hyp.attention.double().numpy()
         units = grid_units(attention.shape[1]) if loaded.attends_to == "grid" else item.regions.boxes
-        attention = attention[:, :len(units)]   # a batch pads regions to its longest list; padding weighs 0
-        found += ground_words(words, attention, units, item.regions)
-        entropies += [entropy(a) for a, w in zip(attention, words) if w != "<end>"]
-        uniform += [float(np.log(len(units)))] * (len(words) - 1)
-    return corpus_grounding(found, entropies, uniform)
+        yield loaded.vocab.decode(hyp.tokens), attention, units, item.regions
 
 
 def grounding_report(loaded, data, paths, items, generated: dict[str, Hypothesis], device="cpu") -> dict:
@@ -127,10 +122,13 @@ def grounding_report(loaded, data, paths, items, generated: dict[str, Hypothesis
     repeated = [item for item, _ in rows]
     forced = generate(loaded, repeated, list(range(len(rows))), DecodeSettings(strategy="forced"),
                       device=device, prefixes=[ids for _, ids in rows])
-    return {"boxes": PROXY_BOXES,
-            "detector_recall": detector_recall([data.captions[p] for p in paths], [it.regions for it in items]),
-            "generated": split_grounding(loaded, items, [generated[p] for p in paths]),
-            "references_forced": split_grounding(loaded, repeated, list(forced.values()))}
+    return _report([data.captions[p] for p in paths], [it.regions for it in items],
+                   _samples(loaded, items, [generated[p] for p in paths]), _samples(loaded, repeated, list(forced.values())))
+
+
+def _report(references, regions, own_samples, forced_samples) -> dict:
+    return {"boxes": PROXY_BOXES, "detector_recall": detector_recall(references, regions),
+            "generated": grounding_block(own_samples), "references_forced": grounding_block(forced_samples)}
 
 
 def evaluate_split(loaded, data, split: str, cache, settings: DecodeSettings, device="cpu",
@@ -149,6 +147,40 @@ def evaluate_split(loaded, data, split: str, cache, settings: DecodeSettings, de
     metrics["images_per_s"] = round(len(paths) / max(seconds, 1e-9), 1)
     metrics["grounding"] = grounding_report(loaded, data, paths, items, hyps, device)
     return metrics, captions
+
+
+def evaluate_photos(captioner, model: str, data, split: str, settings: DecodeSettings, batch: int = 16,
+                    meteor: bool = True) -> tuple[dict, dict[str, str]]:
+    """Any model, imported ones included, scored from the photos through the pipeline (its own
+    encoder, or the precomputed features it was given), with the same metrics and grounding as
+    `evaluate_split`; the proxy boxes are this viewer's detector run on each photo."""
+    paths = data.split(split)
+    captions, own, forced = {}, [], []
+    start = time.time()
+    for i in range(0, len(paths), batch):
+        chunk = paths[i:i + batch]
+        photos = [load_photo(p) for p in chunk]
+        for photo, p in zip(photos, chunk):
+            photo.name = p
+        regions = [f.regions for f in captioner.features(photos, with_regions=True)]
+        for p, traces, reg in zip(chunk, captioner.caption(photos, model, settings), regions):
+            captions[p] = traces[0].caption
+            own.append((traces[0], reg))
+        refs = [(photo, ref, reg) for photo, p, reg in zip(photos, chunk, regions) for ref in data.captions[p]]
+        traces = captioner.force([r[0] for r in refs], model, [r[1] for r in refs])
+        forced += [(trace, r[2]) for trace, r in zip(traces, refs)]
+    seconds = time.time() - start
+    metrics = score_captions(captions, {p: data.captions[p] for p in paths}, meteor=meteor)
+    metrics["images_per_s"] = round(len(paths) / max(seconds, 1e-9), 1)
+    metrics["grounding"] = _report([data.captions[p] for p in paths], [reg for _, reg in own],
+                                   _trace_samples(own), _trace_samples(forced))
+    return metrics, captions
+
+
+def _trace_samples(pairs):
+    """(words, attention, units, proxy regions) of (trace, regions) pairs for `grounding_block`."""
+    for trace, regions in pairs:
+        yield [s.word for s in trace.steps], np.stack([s.attention for s in trace.steps]), trace_units(trace), regions
 
 
 def write_captions(path: str, captions: dict[str, str]) -> None:

@@ -161,8 +161,21 @@ def detector_recall(references: list[list[str]], regions: list[Regions]) -> floa
     return round(float(np.mean([cls in reg.labels for cls, reg in pairs])), 4) if pairs else None
 
 
+def grounding_block(samples) -> dict:
+    """The grounding block of an evaluation, from (words, attention (T, K), units (K, 4), proxy
+    regions) per decoded caption: means over every detected object word and over all words' entropy."""
+    items, entropies, uniform = [], [], []
+    for words, attention, units, regions in samples:
+        attention = np.asarray(attention, np.float64)[:, :len(units)]   # batches pad regions; padding weighs 0
+        items += ground_words(words, attention, units, regions)
+        emitted = [a for a, w in zip(attention, words) if w != "<end>"]
+        entropies += [entropy(a) for a in emitted]
+        uniform += [float(np.log(len(units)))] * len(emitted)
+    return corpus_grounding(items, entropies, uniform)
+
+
 def corpus_grounding(items: list[Grounding], entropies: list[float], uniform: list[float]) -> dict:
-    """The grounding block of an evaluation: means over every detected object word of a split."""
+    """Means over every detected object word of a split, and the words' mean entropy."""
     seen = [g for g in items if g.inside is not None]
     mean = (lambda xs: round(float(np.mean(xs)), 4) if xs else None)  # noqa: E731
     return {"object_words": len(items), "detected": len(seen),
