@@ -17,6 +17,8 @@ def test_every_default_model_is_shipped_small_and_scored():
         assert os.path.getsize(found[name]) <= 20 * 2**20
         assert meta["dev_metrics"]["BLEU-4"] > 10 and meta["dev_metrics"]["CIDEr"] > 20
         assert "flickr8k" in meta["training"]["data"].lower()
+        forced = meta["dev_metrics"]["grounding"]["references_forced"]   # grounding is reported like BLEU
+        assert forced["detected"] > 1000 and 0 < forced["mass_in_box"] <= 1 and 0 < forced["pointing"] <= 1
     card = open(os.path.join(ROOT, "checkpoints", "README.md")).read()
     assert all(name in card for name in MODEL_TYPES) and "Hodosh" in card
 
