@@ -4,6 +4,7 @@ import pytest
 
 from viewer.decoding import DecodeSettings
 from viewer.trace import AttentionTrace
+from viewer.vision.regions import CONTEXT
 
 from conftest import MODEL_TYPES
 
@@ -36,7 +37,7 @@ def test_schema_of_grid_and_region_steps(captioner, photo):
         assert 0 <= x1 < x2 <= photo.width and 0 <= y1 < y2 <= photo.height   # original-photo pixels
         assert set(r) == {"box", "label", "score", "weight"}
     assert np.isclose(sum(r["weight"] for r in rstep["regions"]), 1.0, atol=1e-4)
-    assert rstep["regions"][-len(["whole image"]) - 13]["label"] == "whole image"
+    assert [r["label"] for r in rstep["regions"][-len(CONTEXT):]] == list(CONTEXT)   # whole image first
 
 
 def test_coverage_accumulates_attention(captioner, photo):
