@@ -64,22 +64,30 @@ def vision():
 
 
 @pytest.fixture(scope="session")
-def tiny_checkpoints(tiny_data, cache_dir, vision, tmp_path_factory) -> str:
-    """A folder with one small trained checkpoint per model type, named like the shipped ones."""
-    from viewer import checkpoints
+def tiny_corpus(tiny_data, cache_dir, vision):
+    """The tiny training split, ready to batch: (paths, feature cache, vocabulary, encoded captions)."""
     from viewer.data.cache import FeatureCache
     from viewer.data.datasets import load_dataset
     from viewer.data.vocab import Vocabulary
-    from viewer.models import build_model
-    from viewer.train import FeatureTable, make_batch
 
-    folder = tmp_path_factory.mktemp("checkpoints")
     data = load_dataset(tiny_data)
     paths = data.split("train")
     cache = FeatureCache(cache_dir)
     cache.build(paths, vision, log=lambda *a: None)
     vocab = Vocabulary.build((c for p in paths for c in data.captions[p]), min_freq=1)
     encoded = {p: [[vocab.start] + vocab.encode(c) + [vocab.end] for c in data.captions[p]] for p in paths}
+    return paths, cache, vocab, encoded
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoints(tiny_corpus, tmp_path_factory) -> str:
+    """A folder with one small trained checkpoint per model type, named like the shipped ones."""
+    from viewer import checkpoints
+    from viewer.models import build_model
+    from viewer.train import FeatureTable, make_batch
+
+    folder = tmp_path_factory.mktemp("checkpoints")
+    paths, cache, vocab, encoded = tiny_corpus
     for model_type in MODEL_TYPES:
         torch.manual_seed(0)
         hparams = {"vocab_size": len(vocab), "embed_dim": 32, "hidden_dim": 64, "att_dim": 32, "dropout": 0.0}

@@ -70,18 +70,10 @@ def test_supervision_loss_is_zero_inside_the_box_and_pulls_attention_into_it():
     assert (logits.grad[0, 0, :2] < 0).all() and (logits.grad[0, 0, 2:] > 0).all()   # descent raises the inside
 
 
-def test_training_targets_follow_the_cached_boxes_of_the_named_class(tiny_data, cache_dir, vision):
-    from viewer.data.cache import FeatureCache
-    from viewer.data.datasets import load_dataset
-    from viewer.data.vocab import Vocabulary
+def test_training_targets_follow_the_cached_boxes_of_the_named_class(tiny_corpus):
     from viewer.train import GroundingTargets, make_batch
 
-    data = load_dataset(tiny_data)
-    paths = data.split("train")
-    cache = FeatureCache(cache_dir)
-    cache.build(paths, vision, log=lambda *a: None)
-    vocab = Vocabulary.build((c for p in paths for c in data.captions[p]), min_freq=1)
-    encoded = {p: [[vocab.start] + vocab.encode(c) + [vocab.end] for c in data.captions[p]] for p in paths}
+    paths, cache, vocab, encoded = tiny_corpus
     targets = GroundingTargets(paths, cache, "grid", vocab, weight=0.5)
     tokens, image_index = make_batch(paths, encoded, "cpu")
     batch = targets.batch(paths, tokens, image_index, 196)
