@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .data.vocab import tokenize
-from .images import grid_side
+from .images import cell_boxes, grid_side
 from .vision.regions import Regions
 
+RASTER = 112   # side of the raster that box unions are drawn on
 PROXY_BOXES = "proxy boxes: the COCO SSD detector's boxes of the named class on the same photo"
 
 # caption word -> COCO class; plural forms are handled by `word_class`
@@ -63,14 +64,10 @@ def union_mask(boxes: np.ndarray, size: int) -> np.ndarray:
 
 def grid_units(cells: int) -> np.ndarray:
     """The cells of a square grid as normalised boxes, row-major."""
-    side = grid_side(cells)
-    edges = np.linspace(0.0, 1.0, side + 1)
-    y1, x1 = np.meshgrid(edges[:-1], edges[:-1], indexing="ij")
-    y2, x2 = np.meshgrid(edges[1:], edges[1:], indexing="ij")
-    return np.stack([x1, y1, x2, y2], axis=-1).reshape(-1, 4)
+    return cell_boxes(1, 1, grid_side(cells))
 
 
-def inside_fractions(units: np.ndarray, boxes: np.ndarray, raster: int = 112) -> np.ndarray:
+def inside_fractions(units: np.ndarray, boxes: np.ndarray, raster: int = RASTER) -> np.ndarray:
     """(K,) the fraction of each unit's (cell's or region's) area inside the union of `boxes`."""
     inside = union_mask(boxes, raster).astype(np.float64)
     integral = np.pad(inside.cumsum(0).cumsum(1), ((1, 0), (1, 0)))
@@ -122,7 +119,7 @@ def ground_words(words: list[str], attention: np.ndarray, units: np.ndarray, reg
             continue
         a = attention[t]
         out.append(Grounding(t, word, cls, float((a * inside_fractions(units, boxes)).sum()),
-                             float(union_mask(boxes, 112).mean()), centre_inside(units[int(np.argmax(a))], boxes),
+                             float(union_mask(boxes, RASTER).mean()), centre_inside(units[int(np.argmax(a))], boxes),
                              centre_inside(np.array([0.5, 0.5, 0.5, 0.5]), boxes)))
     return out
 
