@@ -33,6 +33,10 @@ def test_grid_grounding_numbers_on_known_maps():
     assert block["object_words"] == 4 and block["detected"] == 3
     assert np.isclose(block["pointing"], round(2 / 3, 4)) and np.isclose(block["box_area"], 0.5)
     assert block["pointing_centre_baseline"] == 1.0                 # the box's right edge is the centre line
+    assert block["pointing_off_centre"] is None                     # no word's box misses the centre
+    off = ground_words(["dog"], attention[1:2], grid_units(196),
+                       Regions(np.array([[0, 0, 0.4, 1.0]], np.float32), ["dog"], np.ones(1, np.float32)))
+    assert corpus_grounding(off, [], [])["pointing_off_centre"] == 1.0   # left-half map, box off the centre
     assert np.isclose(block["mass_in_box"], round((1.0 + 0.5 + items[2].inside) / 3, 4))
     assert np.isclose(block["entropy_uniform"], round(np.log(196), 4))
     assert np.isclose(block["entropy"], round((np.log(196) + np.log(98)) / 2, 4))

@@ -7,7 +7,8 @@ the feature cache). Per word we measure
   counts with the fraction of its area inside);
 - box area: the union's share of the photo (what uniform attention would score);
 - pointing: whether the centre of the most attended cell or region lies inside a box (beside it,
-  the baseline that always points at the photo's centre);
+  the baseline that always points at the photo's centre, and pointing on the words whose boxes
+  miss the centre, where that baseline scores 0);
 - entropy of the word's attention (nats; uniform over K units is log K).
 The same fractions are the targets of the attention supervision loss (`models.base`).
 """
@@ -179,4 +180,5 @@ def corpus_grounding(items: list[Grounding], entropies: list[float], uniform: li
             "mass_in_box": mean([g.inside for g in seen]), "box_area": mean([g.area for g in seen]),
             "pointing": mean([float(g.hit) for g in seen]),
             "pointing_centre_baseline": mean([float(g.centre_hit) for g in seen]),
+            "pointing_off_centre": mean([float(g.hit) for g in seen if not g.centre_hit]),   # a centre prior scores 0
             "entropy": mean(entropies), "entropy_uniform": mean(uniform)}
