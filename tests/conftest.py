@@ -34,7 +34,15 @@ CAPTIONS = {
                          "an old portrait of an officer in uniform",
                          "a woman in uniform with medals smiles"],
 }
-MODEL_TYPES = ("sat-soft", "sat-hard", "updown")
+MODEL_TYPES = ("sat-soft", "sat-hard", "updown", "transformer")
+SHIPPED = ("sat-soft", "sat-hard", "updown")   # the transformer ships once it is trained (issue 13)
+LSTM_SIZES = {"embed_dim": 32, "hidden_dim": 64, "att_dim": 32}
+TINY_HPARAMS = {   # small versions of each model type, for the tests' own training
+    "sat-soft": {**LSTM_SIZES, "proj_dim": 64, "attention": "soft"},
+    "sat-hard": {**LSTM_SIZES, "proj_dim": 64, "attention": "hard"},
+    "updown": LSTM_SIZES,
+    "transformer": {"dim": 32, "layers": 2, "heads": 4},
+}
 
 
 @pytest.fixture(scope="session")
@@ -90,13 +98,9 @@ def tiny_checkpoints(tiny_corpus, tmp_path_factory) -> str:
     paths, cache, vocab, encoded = tiny_corpus
     for model_type in MODEL_TYPES:
         torch.manual_seed(0)
-        hparams = {"vocab_size": len(vocab), "embed_dim": 32, "hidden_dim": 64, "att_dim": 32, "dropout": 0.0}
-        if model_type != "updown":
-            hparams["proj_dim"] = 64
         table = FeatureTable(paths, cache, "regions" if model_type == "updown" else "grid")
-        hparams["feature_dim"] = table.feats.shape[-1]
-        if model_type != "updown":
-            hparams["attention"] = model_type.split("-")[1]
+        hparams = {**TINY_HPARAMS[model_type], "vocab_size": len(vocab), "dropout": 0.0,
+                   "feature_dim": table.feats.shape[-1]}
         model = build_model(model_type, **hparams)
         opt = torch.optim.Adam(model.parameters(), lr=3e-3)
         feats, mask = table.batch(paths, "cpu")

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from viewer.app import session as S
 from viewer.decoding import DecodeSettings
+from viewer.images import cell_boxes
 
 from conftest import ASSETS
 
@@ -28,37 +30,63 @@ def studio(captioner):
 # --- session logic -------------------------------------------------------------------------------
 
 def test_stepping_and_restyling_never_rerun_the_model(studio, photo):
-    from viewer.app import session as S
     ex = studio.explore(photo, "sat-soft", DecodeSettings())
     calls = []
     original = studio.captioner.caption
     studio.captioner.caption = lambda *a, **k: calls.append(1) or original(*a, **k)
     try:
+        panels = []
         for t in range(ex.n_steps):
             ex.step = t
-            for style in (S.Style(), S.Style("blocky", "jet", 0.3), S.Style("bilinear", "gray", 1.0)):
-                img = S.overlay(ex, style)
-                assert img.shape == photo.rgb.shape
-            S.step_panel(ex), S.grid_numbers(ex), S.caption_tokens(ex)
+            for style in (S.Style(), S.Style("blocky", "jet", 0.3), S.Style("bilinear", "gray", 1.0, "stretch")):
+                assert S.overlay(ex, style).shape == ex.display.shape
+            panels.append((S.step_panel(ex), S.grid_numbers(ex), S.caption_tokens(ex)))
         again = studio.explore(photo, "sat-soft", DecodeSettings())
     finally:
         studio.captioner.caption = original
     assert calls == [] and again.trace.caption == ex.trace.caption
+    assert len({p for p, _, _ in panels}) == ex.n_steps and len({n for _, n, _ in panels}) == ex.n_steps
+    assert [[lab for _, lab in tokens].index("selected") for _, _, tokens in panels] == list(range(ex.n_steps))
+
+
+def test_prerendered_views_are_looked_up_not_drawn(studio, photo):
+    ex = studio.explore(photo, "sat-hard", DecodeSettings())
+    style = S.Style()
+    studio.prerender(ex, style)
+    studio._renderer.submit(lambda: None).result()          # wait for the background drawing
+    drawn = []
+    original = S.overlay
+    S.overlay = lambda *a, **k: drawn.append(1) or original(*a, **k)
+    try:
+        paths = [studio.view(ex, style, t) for t in range(ex.n_steps)]
+    finally:
+        S.overlay = original
+    assert drawn == [] and len(set(paths)) == ex.n_steps and all(p.endswith(".jpg") for p in paths)
+    assert studio.view(ex, S.Style(scale="stretch"), 0) not in paths
 
 
 def test_overlay_shows_the_attention_used_for_that_word(studio, photo):
-    from viewer.app import session as S
     ex = studio.explore(photo, "sat-soft", DecodeSettings(strategy="greedy"))
     forced = studio.force(photo, "sat-soft", ex.trace.caption)
+    style = S.Style("blocky", "paper", 1.0, "stretch")
+    views = []
     for t in range(ex.n_steps):
         ex.step = t
-        a = S.overlay(ex, S.Style("blocky", "jet", 1.0))
-        b = S.overlay(S.Exploration(photo, "sat-soft", ex.settings, [forced], step=t), S.Style("blocky", "jet", 1.0))
-        assert np.array_equal(a, b)
+        a = S.overlay(ex, style)
+        b = S.overlay(S.Exploration(photo, "sat-soft", ex.settings, [forced], step=t), style)
+        assert np.array_equal(a, b)                # the word's map is the one forcing that caption gives
+        light = a.astype(float).mean(-1)
+        h, w = light.shape
+        light[-h // 4:, : w // 3] = 0              # not the colour bar
+        peak = int(np.argmax(ex.trace.steps[t].attention))
+        x1, y1, x2, y2 = cell_boxes(photo.width, photo.height)[peak] * a.shape[1] / photo.width
+        y, x = np.unravel_index(np.argmax(light), light.shape)
+        assert x1 - 1 <= x <= x2 + 1 and y1 - 1 <= y <= y2 + 1   # the brightest place is the attention peak
+        views.append(a)
+    assert all(not np.array_equal(views[i], views[i + 1]) for i in range(len(views) - 1))
 
 
 def test_selected_word_is_marked_and_panel_lists_alternatives(studio, photo):
-    from viewer.app import session as S
     ex = studio.explore(photo, "sat-hard", DecodeSettings(strategy="greedy"))
     ex.step = 1
     tokens = S.caption_tokens(ex)
@@ -86,7 +114,6 @@ def test_compare_same_caption_gives_identical_words(studio, photo):
 
 
 def test_exports(studio, photo):
-    from viewer.app import session as S
     ex = studio.explore(photo, "updown", DecodeSettings())
     gif = Image.open(studio.export_gif(ex, S.Style()))
     assert gif.n_frames == ex.n_steps
@@ -114,10 +141,10 @@ def test_api_captions_a_photo_and_steps(server):
     api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
     assert "/caption_photo" in api and "/show_step" in api
     out = client.predict(handle_file(os.path.join(ASSETS, "chelsea.jpg")), "updown", "Greedy", 3, 1.0, 0, 20,
-                         "smooth", "spotlight", 0.6, True, 1, api_name="/caption_photo")
-    assert "updown" in out[-1]
-    view = client.predict(2, "smooth", "jet", 0.5, True, 1, api_name="/show_step")
-    assert Image.open(view[0]).size == (451, 300)     # drawn on the original photo
+                         *S.Style().inputs(), api_name="/caption_photo")
+    assert "updown" in out[1] and Image.open(out[3]).size == (960, 639)   # the first word's view comes with the caption
+    view = client.predict(2, *S.Style(colormap="jet", opacity=0.5).inputs(), api_name="/show_step")
+    assert view[0]["value"] == 2 and Image.open(view[1]).size == (960, 639)     # drawn on the photo, enlarged
 
 
 def test_api_gives_a_readable_error_for_a_bad_photo(server, tmp_path):
@@ -127,8 +154,8 @@ def test_api_gives_a_readable_error_for_a_bad_photo(server, tmp_path):
     bad.write_bytes(b"not really a jpeg")
     client = Client(url, verbose=False)
     with pytest.raises(Exception) as info:
-        client.predict(handle_file(str(bad)), "sat-soft", "Greedy", 3, 1.0, 0, 20, "smooth", "spotlight", 0.6, True,
-                       1, api_name="/caption_photo")
+        client.predict(handle_file(str(bad)), "sat-soft", "Greedy", 3, 1.0, 0, 20, *S.Style().inputs(),
+                       api_name="/caption_photo")
     assert "holiday.jpg: not an image file" in str(info.value)
     assert "Traceback" not in str(info.value)
 
@@ -171,7 +198,7 @@ def test_browser_session(server, tmp_path):
         second = words.nth(1).inner_text().strip()
         words.nth(1).click()
         expect(page.locator("#panel .step-facts")).to_contain_text(f"{second} at step 2")
-        assert _image_size(page, "view") == [600, 400]
+        assert _image_size(page, "view") == [960, 640]      # the 600x400 photo, enlarged (display_copy)
         # the slider moves the step
         page.locator("#step input[type=range]").fill("1")
         expect(page.locator("#panel .step-facts")).to_contain_text("at step 1")
@@ -196,8 +223,18 @@ def test_browser_session(server, tmp_path):
         page.get_by_text("Diagnose: grounding").click()
         page.locator("#diagnose").click()
         expect(page.locator("#diagnosis")).to_contain_text("map-to-map similarity", timeout=60_000)
+        # steering (the default click): the word looks where the photo was clicked
+        view_src = page.locator("#view img").get_attribute("src")
+        page.locator("#view img").click(position={"x": 60, "y": 60})
+        # near the top-left corner: the click lands on the right cell although the view is shown scaled
+        expect(page.locator("#clicked")).to_contain_text("look at (row 1, col 1)", timeout=60_000)
+        expect(page.locator("#clicked")).to_contain_text("Where you steered it")
+        assert _image_size(page, "steered-view") == [960, 640]
+        assert page.locator("#steered-view img").get_attribute("src") != view_src
+        # hiding by clicking the photo
+        page.locator("#click-mode").get_by_text("Hide that place").click()
         page.locator("#view img").click()
-        expect(page.locator("#occluded")).to_contain_text("Hid cell (row", timeout=60_000)
+        expect(page.locator("#clicked")).to_contain_text("Hid cell (row", timeout=60_000)
         shot = tmp_path / "explore.png"
         page.screenshot(path=str(shot), full_page=True)
         pixels = np.asarray(Image.open(shot).convert("L"))
@@ -210,11 +247,15 @@ def test_browser_session(server, tmp_path):
         plain = [t.split(": ", 1)[1].replace("**", "").replace("[", "").replace("]", "") for t in texts]
         assert plain[0] == plain[1] == plain[2]          # same words for every model
         page.wait_for_function("() => document.querySelectorAll('[id^=cmp-view] img').length === 3")
+        # the paper's soft-vs-hard figure: one row per model, one column per word
+        page.locator("#cmp-figure").click()
+        link = page.locator("#cmp-download a").first
+        expect(link).to_be_visible(timeout=60_000)
+        assert "_figure.png" in (link.get_attribute("href") or "")
         browser.close()
 
 
 def test_diagnosis_and_occlusion_panels(studio, photo):
-    from viewer.app import session as S
     ex = studio.explore(photo, "sat-hard", DecodeSettings(strategy="greedy"))
     page = S.diagnosis(studio, ex)
     assert "map-to-map similarity" in page and "hard sample left" in page
@@ -223,13 +264,23 @@ def test_diagnosis_and_occlusion_panels(studio, photo):
     report = S.occlusion(studio, ex)
     assert f"p(<b>{ex.trace.steps[1].word}</b>)" in report and "New caption" in report
     assert S.unit_at(ex, 0, 0) == 0
-    h, w = photo.rgb.shape[:2]
+    h, w = ex.display.shape[:2]                                     # clicks come in view pixels
     assert S.unit_at(ex, w - 1, h - 1) == 195
     regions = studio.explore(photo, "updown", DecodeSettings(strategy="greedy"))
     unit = S.unit_at(regions, w / 2, h / 2)
     x1, y1, x2, y2 = regions.trace.boxes_pixels()[unit]
     assert x1 <= photo.width / 2 <= x2 and y1 <= photo.height / 2 <= y2
     assert "Hid region" in S.occlusion(studio, regions, [unit])
+
+
+def test_views_are_drawn_between_the_view_limits(photo):
+    """Small photos are enlarged (a browser maps clicks right only on an image shown no larger than
+    it is), big ones reduced, both keeping the aspect ratio."""
+    small = S.display_copy(photo)
+    assert max(small.shape[:2]) == S.MIN_VIEW_SIDE
+    assert abs(small.shape[1] / small.shape[0] - photo.width / photo.height) < 0.01
+    big = S.display_copy(photo, side=300, min_side=200)
+    assert max(big.shape[:2]) == 300
 
 
 def test_references_and_scores(captioner, tiny_data, photo):

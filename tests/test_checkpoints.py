@@ -56,7 +56,7 @@ def test_missing_field_is_refused(tiny_checkpoints, tmp_path, field):
 
 
 @pytest.mark.parametrize("change, words", [
-    (lambda m: m.update(model_type="transformer"), "unknown model type"),
+    (lambda m: m.update(model_type="lstm-of-the-future"), "unknown model type"),
     (lambda m: m.update(vision_spec_key="0123456789ab"), "other image features"),
     (lambda m: m.update(format="someone-else/3"), "format"),
     (lambda m: m["hparams"].update(hidden_dim=999), "do not match|cannot rebuild"),

@@ -339,9 +339,9 @@ def test_aaronccwong_resnet152_model_runs_on_its_7x7_grid(tmp_path):
     assert trace.grid_side == 7 and trace.grid(0).shape == (7, 7)
     assert AttentionTrace.from_json(trace.to_json()).grid(0).shape == (7, 7)
     ex = S.Exploration(photo, "aw152", DecodeSettings(strategy="greedy"), [trace])
-    assert S.overlay(ex, S.Style()).shape == photo.rgb.shape
+    assert S.overlay(ex, S.Style()).shape == ex.display.shape
     assert S.grid_numbers(ex).count("<tr>") == 7
-    h, w = photo.rgb.shape[:2]
+    h, w = ex.display.shape[:2]                                     # clicks come in view pixels
     assert S.unit_at(ex, w - 1, h - 1) == 48
 
 

@@ -5,13 +5,13 @@ import sys
 
 from viewer import checkpoints
 
-from conftest import ASSETS, MODEL_TYPES, ROOT
+from conftest import ASSETS, SHIPPED, ROOT
 
 
 def test_every_default_model_is_shipped_small_and_scored():
     found = checkpoints.available()
-    assert set(MODEL_TYPES) <= set(found), f"missing shipped models: {set(MODEL_TYPES) - set(found)}"
-    for name in MODEL_TYPES:
+    assert set(SHIPPED) <= set(found), f"missing shipped models: {set(SHIPPED) - set(found)}"
+    for name in SHIPPED:
         meta = checkpoints.read_meta(found[name])
         assert meta["model_type"] == name
         assert os.path.getsize(found[name]) <= 20 * 2**20
@@ -20,12 +20,12 @@ def test_every_default_model_is_shipped_small_and_scored():
         forced = meta["dev_metrics"]["grounding"]["references_forced"]   # grounding is reported like BLEU
         assert forced["detected"] > 1000 and 0 < forced["mass_in_box"] <= 1 and 0 < forced["pointing"] <= 1
     card = open(os.path.join(ROOT, "checkpoints", "README.md")).read()
-    assert all(name in card for name in MODEL_TYPES) and "Hodosh" in card
+    assert all(name in card for name in SHIPPED) and "Hodosh" in card
 
 
 def test_cli_captions_the_example_photos_with_each_shipped_model():
     photos = sorted(os.path.join(ASSETS, n) for n in os.listdir(ASSETS) if n.endswith(".jpg"))
-    for model in MODEL_TYPES:
+    for model in SHIPPED:
         args = [sys.executable, "-m", "viewer", "caption", *photos] + ([] if model == "sat-soft" else ["--model", model])
         proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr

@@ -13,6 +13,8 @@ import sys
 
 def _decode_settings(args):
     from .decoding import DecodeSettings
+    if args.force is not None:
+        return DecodeSettings(strategy="forced", seed=args.seed)
     if args.greedy:
         return DecodeSettings(strategy="greedy", max_len=args.max_len, seed=args.seed)
     if args.sample:
@@ -21,12 +23,45 @@ def _decode_settings(args):
                           length_penalty=args.length_penalty, seed=args.seed)
 
 
+def _steer_spec(spec: str, attends_to: str) -> tuple[int, tuple[int, ...]]:
+    """--steer STEP:ROW,COL (grid) or STEP:REGION (regions) -> (0-based step, (row, col) or (region,))."""
+    head, _, tail = spec.partition(":")
+    try:
+        step, where = int(head), tuple(int(v) for v in tail.split(","))
+    except ValueError:
+        step, where = 0, ()
+    if step < 1 or len(where) not in (1, 2):
+        raise ValueError(f"--steer {spec!r}: expected STEP:ROW,COL (grid models) or STEP:REGION (region models), "
+                         "STEP counting words from 1")
+    if (len(where) == 1) != (attends_to == "regions"):
+        raise ValueError(f"--steer {spec!r}: this model attends to "
+                         + ("regions: give STEP:REGION" if attends_to == "regions" else "a grid: give STEP:ROW,COL"))
+    return step - 1, where
+
+
+def _steer_unit(trace, where: tuple[int, ...]) -> tuple[int, str]:
+    """The cell or region a --steer place names on this trace, and how to say it."""
+    if trace.attends_to == "regions":
+        n = len(trace.region_labels)
+        if not 0 <= where[0] < n:
+            raise ValueError(f"--steer: no region {where[0]} in {trace.image} (it has {n}, numbered from 0)")
+        return where[0], f"region {where[0]} ({trace.region_labels[where[0]]})"
+    side = trace.grid_side
+    row, col = where
+    if not (0 <= row < side and 0 <= col < side):
+        raise ValueError(f"--steer: cell ({row}, {col}) is outside the {side}x{side} grid (rows and columns from 0)")
+    return row * side + col, f"(row {row}, col {col})"
+
+
 def cmd_caption(args) -> int:
     from .images import ImageError, load_photo
     from .pipeline import Captioner
+    from .steer import steer, steer_map
 
     captioner = Captioner(args.device, checkpoint_dir=args.checkpoints, feature_files=args.features)
-    captioner.model(args.model)   # fail early on a bad model, before reading photos
+    lm = captioner.model(args.model)   # fail early on a bad model or steering spec, before reading photos
+    steering = None if args.steer is None else _steer_spec(args.steer, lm.attends_to)
+    settings = _decode_settings(args)
     status = 0
     for path in args.images:
         try:
@@ -39,12 +74,18 @@ def cmd_caption(args) -> int:
         if args.force is not None:
             trace = captioner.force([photo], args.model, [args.force], seed=args.seed)[0]
         else:
-            trace = captioner.caption([photo], args.model, _decode_settings(args))[0][0]
+            trace = captioner.caption([photo], args.model, settings)[0][0]
+        if steering is not None:
+            unit, where = _steer_unit(trace, steering[1])
+            result = steer(captioner, photo, args.model, trace, steering[0], steer_map(trace, unit), settings)
         if args.json:
-            print(json.dumps(trace.to_json()))
-        else:
-            score = f"  (log p = {sum(s.logprob for s in trace.steps):.2f})" if args.force is not None else ""
-            print(f"{path}: {trace.caption}{score}")
+            print(json.dumps((trace if steering is None else result.trace).to_json()))
+            continue
+        score = f"  (log p = {sum(s.logprob for s in trace.steps):.2f})" if args.force is not None else ""
+        print(f"{path}: {trace.caption}{score}")
+        if steering is not None:
+            print(f"steered word {result.step + 1} to {where}: p({result.word}) {result.prob_before:.1%} -> "
+                  f"{result.prob_after:.1%}; caption: {result.caption}")
     return status
 
 
@@ -106,7 +147,7 @@ def cmd_train(args) -> int:
                       epochs=args.epochs, batch_images=args.batch_images, lr=args.lr, patience=args.patience,
                       dev_images=args.dev_images, device=str(_device(args)), cache=args.cache, resume=args.resume,
                       init_from=args.init_from, seed=args.seed, hparams=hparams, scst=args.scst,
-                      ground_weight=args.ground_weight)
+                      ground_weight=args.ground_weight, warmup=args.warmup)
     train(cfg)
     return 0
 
@@ -135,7 +176,7 @@ def cmd_evaluate(args) -> int:
         metrics, captions = evaluate_photos(captioner, args.model, data, args.split, settings)
     else:
         metrics, captions = evaluate_split(loaded, data, args.split, FeatureCache(args.cache), settings,
-                                           device=captioner.device, vision=captioner.vision)
+                                           device=captioner.device, vision=captioner.vision, heads=args.heads)
     out = args.captions_out or f"captions_{loaded.name}_{args.split}.json"
     write_captions(out, captions)
     if args.ship:
@@ -152,8 +193,12 @@ def cmd_evaluate(args) -> int:
     for k, v in result.items():
         print(f"{k:14s} {v}")
     print(f"grounding      ({grounding.pop('boxes')})")
+    heads = grounding.pop("heads_forced", {})
     for which, block in grounding.items():
-        print(f"  {which:18s} " + "  ".join(f"{k} {v}" for k, v in block.items()))
+        print(f"  {which:18s} " + ("  ".join(f"{k} {v}" for k, v in block.items()) if isinstance(block, dict)
+                                   else str(block)))
+    for which, block in heads.items():
+        print(f"  forced, {which:18s} " + "  ".join(f"{k} {v}" for k, v in block.items()))
     return 0
 
 
@@ -226,6 +271,9 @@ def main(argv=None) -> int:
     p.add_argument("--length-penalty", type=float, default=0.0)
     p.add_argument("--json", action="store_true", help="one JSON trace per image (schema in README)")
     p.add_argument("--features", help="precomputed features for imported models (.tsv, .hdf5 or folder of .npz)")
+    p.add_argument("--steer", metavar="STEP:ROW,COL", help="make word STEP (from 1) attend to grid cell ROW,COL "
+                   "(from 0), or to region STEP:REGION (region models), and decode on from there; "
+                   "--json prints that decode, its steered step marked")
     p.set_defaults(func=cmd_caption)
 
     p = sub.add_parser("models", help="list available models")
@@ -233,7 +281,7 @@ def main(argv=None) -> int:
     p.set_defaults(func=cmd_models)
 
     p = sub.add_parser("train", help="train a decoder on cached features")
-    p.add_argument("--model", required=True, help="model type: sat-soft, sat-hard, updown")
+    p.add_argument("--model", required=True, help="model type: sat-soft, sat-hard, updown, transformer")
     p.add_argument("--data", required=True)
     p.add_argument("--out")
     p.add_argument("--epochs", type=int, default=20)
@@ -248,6 +296,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ground-weight", type=float, default=0.0,
                    help="attention supervision: pull the attention of words naming a detected object into its boxes")
+    p.add_argument("--warmup", type=int, default=0, help="batches over which the learning rate rises linearly from 0")
     p.add_argument("--hparams", help='JSON, e.g. \'{"hidden_dim": 512}\'')
     p.set_defaults(func=cmd_train)
 
@@ -264,6 +313,7 @@ def main(argv=None) -> int:
     p.add_argument("--max-len", type=int, default=20)
     p.add_argument("--cache")
     p.add_argument("--captions-out")
+    p.add_argument("--heads", action="store_true", help="multi-head models: grounding of every layer's heads too")
     p.add_argument("--ship", metavar="NAME", help="also save the model as checkpoints/NAME.safetensors (fp16) "
                                                    "with these scores in its metadata")
     p.add_argument("--json", action="store_true")

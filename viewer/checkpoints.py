@@ -79,6 +79,9 @@ def save(path: str, model: CaptionModel, vocab: Vocabulary, name: str, model_typ
             "vision_spec_key": SPEC_KEY if vision_spec == SPEC else spec_key(vision_spec), "vision_spec": vision_spec,
             "date": datetime.datetime.now().isoformat(timespec="seconds"), "code_version": code_version(),
             **(extra or {})}
+    clashing = [k for k in model.state_dict() if k.startswith(ENCODER_PREFIX)]
+    if clashing:  # load() would take these weights for an imported image encoder
+        raise ValueError(f"{model_type}: weight names may not start with {ENCODER_PREFIX!r} ({clashing[0]})")
     named = {**model.state_dict(), **{ENCODER_PREFIX + k: v for k, v in (encoder_tensors or {}).items()}}
     tensors = {k: (v.half() if half and v.is_floating_point() else v).contiguous().cpu() for k, v in named.items()}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

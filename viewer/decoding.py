@@ -9,6 +9,9 @@ attention stored for word t is exactly the one the model used to emit it.
 A prefix (per image) forces the first words: `forced` decoding is a prefix that ends with <end>
 (teacher forcing, for comparing models on identical words); branching is a prefix that ends
 with any chosen word, after which the chosen strategy continues.
+
+Steering replaces the model's attention at one step by a given map (models/base.py `steered`),
+so a forced prefix up to that step then shows what the model says when made to look there.
 """
 from __future__ import annotations
 
@@ -55,22 +58,28 @@ class Hypothesis:
     top_logprobs: torch.Tensor       # (T, top_k)
     beta: torch.Tensor | None = None     # (T,)
     sample: torch.Tensor | None = None   # (T,)
+    heads: torch.Tensor | None = None    # (T, layers, heads, K) multi-head models
     finished: bool = True
     score: float = 0.0               # length-normalised total log-probability
 
 
 @torch.no_grad()
 def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, settings: DecodeSettings,
-           vocab: Vocabulary, prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
+           vocab: Vocabulary, prefixes: list[list[int]] | None = None,
+           steer: tuple[int, torch.Tensor] | None = None) -> list[list[Hypothesis]]:
     """Decode a batch of images; returns, per image, its hypotheses best first (beam: `beam_size`).
 
     <pad> and <start> are never generated (a forced prefix may still contain anything).
+    `steer` = (t, maps (n_img, K), rows summing to 1): every beam of image i attends to maps[i]
+    at step t instead of where the model would look; the other steps are the model's own.
     """
     start, end = vocab.start, vocab.end
     model.eval()
     n_img, k, device = feats.shape[0], settings.width, feats.device
     if settings.strategy == "forced" and not prefixes:
         raise ValueError("forced decoding needs the caption to score")
+    if steer is not None and steer[1].shape != mask.shape:
+        raise ValueError(f"steering needs one map of {mask.shape[1]} weights per image, not {tuple(steer[1].shape)}")
     prefixes = prefixes or [[] for _ in range(n_img)]
     longest = max(len(p) for p in prefixes)
     max_len = longest if settings.strategy == "forced" else max(settings.max_len, longest + 1)
@@ -87,11 +96,14 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     finished: list[list[tuple]] = [[] for _ in range(n_img)]
 
     for t in range(max_len):
+        if steer is not None and t == steer[0]:
+            state["steer"] = steer[1].to(device).repeat_interleave(k, 0)
         step, state = model.forward_step(state, words)
+        state.pop("steer", None)   # one step only
         logp = F.log_softmax(step.logits.float().index_fill(1, banned, float("-inf")), dim=-1)
         top_lp, top_ids = logp.topk(min(settings.top_k, logp.shape[1]), dim=-1)
         record = {"attention": step.attention, "top_ids": top_ids, "top_lp": top_lp,
-                  "beta": step.beta, "sample": step.sample}
+                  "beta": step.beta, "sample": step.sample, "heads": step.heads}
         candidates = _propose(logp, scores, prefixes, t, settings, generator)
         parents, new_words, new_scores, word_lp = [], [], [], []
         for i, cands in enumerate(candidates):
@@ -154,7 +166,7 @@ def _propose(logp, scores, prefixes, t, settings, generator):
 def _collect(history, finished, scores, n_img, k, length_penalty) -> list[list[Hypothesis]]:
     """Trace every finished (or, failing that, live) hypothesis back through its parents."""
     stacked = {key: torch.stack([h[key] for h in history]).cpu() for key in ("attention", "top_ids", "top_lp")}
-    for key in ("beta", "sample"):
+    for key in ("beta", "sample", "heads"):
         stacked[key] = torch.stack([h[key] for h in history]).cpu() if history[0][key] is not None else None
     last = len(history) - 1
     results = []
@@ -184,5 +196,6 @@ def _backtrack(history, stacked, score, t_end, row, word, lp, done, length_penal
     idx = torch.tensor(rows)
     pick = lambda key: None if stacked[key] is None else stacked[key][steps, idx]  # noqa: E731
     return Hypothesis(tokens=tokens, logprobs=lps, attention=pick("attention"), top_ids=pick("top_ids"),
-                      top_logprobs=pick("top_lp"), beta=pick("beta"), sample=pick("sample"), finished=done,
+                      top_logprobs=pick("top_lp"), beta=pick("beta"), sample=pick("sample"), heads=pick("heads"),
+                      finished=done,
                       score=score / (len(tokens) ** length_penalty))

@@ -107,23 +107,34 @@ def caption_text(loaded, hyp: Hypothesis) -> str:
     return " ".join(w for w in loaded.vocab.decode(hyp.tokens) if w != "<end>")
 
 
-def _samples(loaded, items, hyps: list[Hypothesis]):
-    """(words, attention, units, proxy regions) of decoded hypotheses for `grounding_block`."""
+def _samples(loaded, items, hyps: list[Hypothesis], head: tuple[int, int] | None = None):
+    """(words, attention, units, proxy regions) of decoded hypotheses for `grounding_block`; with
+    `head` (layer, head), that head's cross-attention instead of the summary map."""
     for item, hyp in zip(items, hyps):
-        attention = hyp.attention.double().numpy()
+        attention = (hyp.attention if head is None else hyp.heads[:, head[0], head[1]]).double().numpy()
         units = grid_units(attention.shape[1]) if loaded.attends_to == "grid" else item.regions.boxes
         yield loaded.vocab.decode(hyp.tokens), attention, units, item.regions
 
 
-def grounding_report(loaded, data, paths, items, generated: dict[str, Hypothesis], device="cpu") -> dict:
-    """Grounding on the model's own captions and on every reference forced through it (same words for all models)."""
+def grounding_report(loaded, data, paths, items, generated: dict[str, Hypothesis], device="cpu",
+                     heads: bool = False) -> dict:
+    """Grounding on the model's own captions and on every reference forced through it (same words for
+    all models); with `heads`, also every head of a multi-head model on the forced references."""
     rows = [(item, loaded.vocab.encode(ref) + [loaded.vocab.end]) for p, item in zip(paths, items)
             for ref in data.captions[p]]
     repeated = [item for item, _ in rows]
-    forced = generate(loaded, repeated, list(range(len(rows))), DecodeSettings(strategy="forced"),
-                      device=device, prefixes=[ids for _, ids in rows])
-    return _report([data.captions[p] for p in paths], [it.regions for it in items],
-                   _samples(loaded, items, [generated[p] for p in paths]), _samples(loaded, repeated, list(forced.values())))
+    forced = list(generate(loaded, repeated, list(range(len(rows))), DecodeSettings(strategy="forced"),
+                           device=device, prefixes=[ids for _, ids in rows]).values())
+    report = _report([data.captions[p] for p in paths], [it.regions for it in items],
+                     _samples(loaded, items, [generated[p] for p in paths]), _samples(loaded, repeated, forced))
+    if heads and forced[0].heads is not None:
+        n_layers, n_heads = forced[0].heads.shape[1:3]
+        keep = ("mass_in_box", "pointing", "pointing_off_centre", "entropy")
+        report["heads_forced"] = {
+            f"layer {i + 1} head {j + 1}": {k: block[k] for k in keep}
+            for i in range(n_layers) for j in range(n_heads)
+            for block in [grounding_block(_samples(loaded, repeated, forced, (i, j)))]}
+    return report
 
 
 def _report(references, regions, own_samples, forced_samples) -> dict:
@@ -132,9 +143,9 @@ def _report(references, regions, own_samples, forced_samples) -> dict:
 
 
 def evaluate_split(loaded, data, split: str, cache, settings: DecodeSettings, device="cpu",
-                   meteor: bool = True, vision=None) -> tuple[dict, dict[str, str]]:
-    """Generate captions for a split and score them (captions and grounding); returns
-    (metrics, captions by image path)."""
+                   meteor: bool = True, vision=None, heads: bool = False) -> tuple[dict, dict[str, str]]:
+    """Generate captions for a split and score them (captions and grounding, per head with `heads`);
+    returns (metrics, captions by image path)."""
     paths = data.split(split)
     if vision is not None:
         cache.build(paths, vision)
@@ -145,7 +156,7 @@ def evaluate_split(loaded, data, split: str, cache, settings: DecodeSettings, de
     captions = {p: caption_text(loaded, h) for p, h in hyps.items()}
     metrics = score_captions(captions, {p: data.captions[p] for p in paths}, meteor=meteor)
     metrics["images_per_s"] = round(len(paths) / max(seconds, 1e-9), 1)
-    metrics["grounding"] = grounding_report(loaded, data, paths, items, hyps, device)
+    metrics["grounding"] = grounding_report(loaded, data, paths, items, hyps, device, heads)
     return metrics, captions
 
 

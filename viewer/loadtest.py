@@ -2,36 +2,43 @@
 photo and stepping through every word. Bounded in requests and time; loopback addresses only.
 
     python -m viewer.loadtest http://127.0.0.1:7860/ --clients 20 [--photos DIR]
+
+With --browser it times what a person feels instead, in headless chromium (viewer/browserbench.py):
+
+    python -m viewer.loadtest --browser [--url URL] [--models M ...] [--photos N] [--out FILE]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
 import numpy as np
 
-STYLE = ("smooth", "spotlight", 0.6, True, 1)
 
 
 def one_session(url: str, photo: str, model: str, max_steps: int = 12) -> dict:
     """Caption one photo and step through its words; returns latencies and what came back."""
     from gradio_client import Client, handle_file
+
+    from .app.session import Style
+    style = Style().inputs()
     client = Client(url, verbose=False)
     start = time.perf_counter()
-    out = client.predict(handle_file(photo), model, "Greedy", 3, 1.0, 0, 20, *STYLE, api_name="/caption_photo")
+    out = client.predict(handle_file(photo), model, "Greedy", 3, 1.0, 0, 20, *style, api_name="/caption_photo")
     latencies = [time.perf_counter() - start]
-    n_words = int(out[0]["maximum"]) if isinstance(out[0], dict) else max_steps
+    n_words = int(out[2]["maximum"]) if isinstance(out[2], dict) else max_steps   # beams, status, word slider, ...
     sizes = set()
     for t in range(1, min(n_words, max_steps) + 1):
         start = time.perf_counter()
-        view = client.predict(t, *STYLE, api_name="/show_step")
+        view = client.predict(t, *style, api_name="/show_step")
         latencies.append(time.perf_counter() - start)
         from PIL import Image
-        with Image.open(view[0]) as img:
+        with Image.open(view[1]) as img:
             sizes.add(img.size)
     client.close()
     return {"photo": photo, "latencies": latencies, "view_sizes": sorted(sizes)}
@@ -58,7 +65,12 @@ def run_load(url: str, photos: list[str], model: str, clients: int = 20, timeout
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m viewer.loadtest")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--browser" in argv:
+        from .browserbench import main as browser_main
+        return browser_main([a for a in argv if a != "--browser"])
+    parser = argparse.ArgumentParser(prog="python -m viewer.loadtest",
+                                     epilog="python -m viewer.loadtest --browser --help: the real-browser timings")
     parser.add_argument("url")
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--model", default="sat-soft")

@@ -11,6 +11,8 @@ import hashlib
 import threading
 from collections import OrderedDict
 
+import numpy as np
+import torch
 
 from . import checkpoints
 from .decoding import DecodeSettings, decode
@@ -109,12 +111,14 @@ class Captioner:
         return item
 
     def caption(self, photos: list[Photo], model: str, settings: DecodeSettings | None = None,
-                prefixes: list[list[str]] | None = None, hidden: list[list[int]] | None = None
-                ) -> list[list[AttentionTrace]]:
+                prefixes: list[list[str]] | None = None, hidden: list[list[int]] | None = None,
+                steer: tuple[int, list[np.ndarray]] | None = None) -> list[list[AttentionTrace]]:
         """Decode every photo; per photo the traces best first (several for beam search).
 
         `prefixes` (words) force the start of each caption: branching from a chosen word.
         `hidden` (per photo, cell or region indices) are masked out of the model's view: occlusion.
+        `steer` = (step t, per photo a map over its cells or regions summing to 1): at word t the
+        model attends there instead of where it would look (viewer/steer.py); that step is marked.
         """
         settings = settings or DecodeSettings()
         lm = self.model(model)
@@ -125,9 +129,16 @@ class Captioner:
         if not bool(mask.any(1).all()):
             raise ValueError("everything the model could look at is hidden")
         ids = None if prefixes is None else [[lm.vocab.index.get(w, lm.vocab.unk) for w in p] for p in prefixes]
-        hyps = decode(lm.model, x, mask, settings, lm.vocab, ids)
-        return [[build_trace(h, lm.vocab, lm.name, lm.attends_to, p.width, p.height, p.name, f.regions)
-                 for h in hs] for hs, p, f in zip(hyps, photos, feats)]
+        if steer is not None:
+            sizes = [len(f.regions) if lm.attends_to == "regions" else x.shape[1] for f in feats]
+            steer = (steer[0], _steer_maps(steer[1], sizes, x.shape[1]))
+        hyps = decode(lm.model, x, mask, settings, lm.vocab, ids, steer)
+        traces = [[build_trace(h, lm.vocab, lm.name, lm.attends_to, p.width, p.height, p.name, f.regions)
+                   for h in hs] for hs, p, f in zip(hyps, photos, feats)]
+        if steer is not None:   # (a beam that ended before step t was never steered)
+            for trace in (tr for hs in traces for tr in hs if steer[0] < len(tr.steps)):
+                trace.steps[steer[0]].steered = True
+        return traces
 
     def forced_words(self, model: str, caption: str) -> list[str]:
         """A caption as the words forced decoding emits: the model's tokens (<unk> for unknown) + <end>."""
@@ -140,6 +151,17 @@ class Captioner:
         prefixes = [self.forced_words(model, c) for c in captions]
         settings = DecodeSettings(strategy="forced", seed=seed)
         return [hs[0] for hs in self.caption(photos, model, settings, prefixes, hidden)]
+
+
+def _steer_maps(maps: list[np.ndarray], sizes: list[int], k: int) -> torch.Tensor:
+    """One (n_photos, k) tensor of steering maps, zero on the padding of a batch of region photos."""
+    out = torch.zeros(len(maps), k)
+    for i, (m, n) in enumerate(zip(maps, sizes)):
+        m = np.asarray(m, dtype=np.float32)
+        if m.shape != (n,) or (m < 0).any() or abs(float(m.sum()) - 1.0) > 1e-3:
+            raise ValueError(f"a steering map needs {n} weights >= 0 summing to 1 (one per cell or region)")
+        out[i, :n] = torch.from_numpy(m)
+    return out
 
 
 def photo_key(photo: Photo) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .grounding import entropy
 from .images import GRID, grid_side, to_pixels
 
 
@@ -22,11 +23,12 @@ class TraceStep:
     alternatives: list[tuple[str, float]]   # top next words with their probabilities, best first
     beta: float | None = None               # SAT's gating scalar
     sample: int | None = None               # hard attention: the attended cell, row-major index
+    heads: np.ndarray | None = None         # (layers, heads, K) multi-head models; `attention` is their stated summary
+    steered: bool = False                   # the model was made to attend `attention` here (steering)
 
     @property
     def entropy(self) -> float:
-        p = self.attention[self.attention > 0]
-        return float(-(p * np.log(p)).sum())
+        return entropy(self.attention)
 
 
 @dataclass
@@ -83,6 +85,10 @@ class AttentionTrace:
                 item["beta"] = round(s.beta, 6)
             if s.sample is not None:
                 item["sample"] = list(divmod(s.sample, self.grid_side))
+            if s.heads is not None:
+                item["heads"] = np.round(s.heads.reshape(*s.heads.shape[:2], self.grid_side, self.grid_side), 6).tolist()
+            if s.steered:
+                item["steered"] = True
             steps.append(item)
         return {"image": self.image, "width": self.width, "height": self.height, "model": self.model,
                 "attends_to": self.attends_to, "caption": self.caption, "score": round(self.score, 6),
@@ -100,10 +106,13 @@ class AttentionTrace:
                 boxes = (px / np.array([obj["width"], obj["height"]] * 2)).astype(np.float32)
                 labels = [r["label"] for r in s["regions"]]
                 scores = np.asarray([r["score"] for r in s["regions"]], dtype=np.float32)
-            sample = s.get("sample")
+            sample, heads = s.get("sample"), s.get("heads")
+            if heads is not None:
+                heads = np.asarray(heads, dtype=np.float32).reshape(len(heads), len(heads[0]), -1)
             steps.append(TraceStep(s["word"], -1, s["logprob"], att,
                                    [(a["word"], a["prob"]) for a in s.get("alternatives", [])],
-                                   s.get("beta"), None if sample is None else sample[0] * len(s["grid"]) + sample[1]))
+                                   s.get("beta"), None if sample is None else sample[0] * len(s["grid"]) + sample[1],
+                                   heads, s.get("steered", False)))
         return cls(obj["model"], obj.get("attends_to", "grid" if boxes is None else "regions"), steps,
                    obj["width"], obj["height"], obj.get("image", ""), obj.get("score", 0.0),
                    obj.get("finished", True), boxes, labels, scores)
@@ -120,7 +129,8 @@ def build_trace(hyp, vocab, model_name: str, attends_to: str, width: int, height
         alts = [(vocab.words[i], math.exp(lp)) for i, lp in zip(hyp.top_ids[t].tolist(), hyp.top_logprobs[t].tolist())]
         steps.append(TraceStep(vocab.words[token], token, float(hyp.logprobs[t]), att.astype(np.float32), alts,
                                None if hyp.beta is None else float(hyp.beta[t]),
-                               None if hyp.sample is None else int(hyp.sample[t])))
+                               None if hyp.sample is None else int(hyp.sample[t]),
+                               None if hyp.heads is None else hyp.heads[t].float().numpy()))
     kw = {}
     if attends_to == "regions" and regions is not None:
         kw = {"region_boxes": regions.boxes, "region_labels": list(regions.labels), "region_scores": regions.scores}

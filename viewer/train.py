@@ -44,6 +44,7 @@ class TrainConfig:
     batch_images: int = 32
     lr: float = 4e-4
     lr_decay: float = 0.8          # per epoch without improvement
+    warmup: int = 0                # batches over which the learning rate rises linearly (Transformers need it)
     min_freq: int = 5
     max_words: int = 22            # longer training captions are cut (95% of Flickr8k's are <= 18 words)
     patience: int = 4
@@ -179,7 +180,7 @@ def train(cfg: TrainConfig, log=print) -> dict:
 
     reward = CiderReward({p: data.captions[p] for p in train_paths}) if cfg.scst else None
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    progress = {"epoch": 0, "best": -1.0, "bad_epochs": 0, "lr": cfg.lr}
+    progress = {"epoch": 0, "best": -1.0, "bad_epochs": 0, "lr": cfg.lr, "batches": 0}
     if resumed is not None:
         progress.update(resumed.meta.get("progress", {}))
         optim_path = os.path.join(cfg.out, "last.optim.pt")
@@ -207,6 +208,10 @@ def train(cfg: TrainConfig, log=print) -> dict:
                 supervised = targets and targets.batch(paths, tokens, image_index, feats.shape[1])
                 loss, logs = model.loss(feats, mask, tokens, image_index, supervised)
                 n_caps += len(tokens)
+            if progress["batches"] < cfg.warmup:
+                for group in opt.param_groups:
+                    group["lr"] = progress["lr"] * (progress["batches"] + 1) / cfg.warmup
+            progress["batches"] += 1
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)

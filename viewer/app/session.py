@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -29,23 +30,67 @@ from ..evaluate import caption_scores
 from ..triage import list_runs, read_run
 from ..images import Photo, load_photo
 from ..pipeline import Captioner, photo_key
-from ..render import render_cells, render_gif, render_heatmap, render_step, render_strip
+from ..render import (render_cells, render_coverage, render_figure, render_gif, render_heads, render_step,
+                      render_strip)
+from ..steer import SteerResult, steer, steer_map
 from ..trace import AttentionTrace
 
 TRIAGE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "triage")
 STRATEGY_LABELS = {"Beam search": "beam", "Greedy": "greedy", "Sampling": "sample"}
 
 
+MEAN_HEADS = "mean of the last layer's heads"
+VIEW_SIDE = 1280   # views are drawn at most this large: sharp on a 1080p projector, quick to encode and send
+MIN_VIEW_SIDE = 960  # and at least this large: the browser maps a click to image pixels only if the
+                     # image is not shown larger than it is (the view pane is 540 px high)
+
+
 @dataclass(frozen=True)
 class Style:
+    """How attention is drawn; the defaults are the paper's look on the absolute scale."""
+
     upsampling: str = "smooth"
-    colormap: str = "spotlight"
-    opacity: float = 0.6
+    colormap: str = "paper"
+    opacity: float = 0.8
+    scale: str = "absolute"      # or "stretch": each map to its own range
     show_alpha: bool = True      # hard attention: draw alpha under the sampled cell
     hard_samples: int = 1        # hard attention: how many cells to draw from alpha
+    head: str = MEAN_HEADS       # multi-head models: the summary map, or "layer L head H"
 
     def as_kwargs(self) -> dict:
-        return {"style": self.upsampling, "cmap": self.colormap, "opacity": self.opacity}
+        return {"style": self.upsampling, "cmap": self.colormap, "opacity": self.opacity, "scale": self.scale,
+                "head": head_index(self.head)}
+
+    def inputs(self) -> tuple:
+        """The style as the app's API takes it (the Overlay controls, in order)."""
+        return (self.upsampling, self.colormap, self.opacity, self.scale, self.show_alpha, self.hard_samples, self.head)
+
+
+def head_choices(trace: AttentionTrace) -> list[str]:
+    """The head picker's entries for a trace: the summary map, then every layer's heads."""
+    heads = trace.steps[0].heads if trace.steps else None
+    if heads is None:
+        return [MEAN_HEADS]
+    return [MEAN_HEADS] + [f"layer {i + 1} head {j + 1}" for i in range(heads.shape[0]) for j in range(heads.shape[1])]
+
+
+def head_index(choice: str) -> tuple[int, int] | None:
+    """'layer 2 head 5' -> (1, 4); the summary -> None."""
+    if not choice or choice == MEAN_HEADS:
+        return None
+    _, layer, _, head = choice.split()
+    return int(layer) - 1, int(head) - 1
+
+
+def display_copy(photo: Photo, side: int = VIEW_SIDE, min_side: int = MIN_VIEW_SIDE) -> np.ndarray:
+    """The photo with its longer side between `min_side` and `side` pixels: what every view is drawn on."""
+    h, w = photo.rgb.shape[:2]
+    if min_side <= max(h, w) <= side:
+        return photo.rgb
+    from PIL import Image
+    s = min(side, max(min_side, max(h, w))) / max(h, w)
+    return np.asarray(Image.fromarray(photo.rgb).resize((max(1, round(w * s)), max(1, round(h * s))),
+                                                       Image.Resampling.BILINEAR))
 
 
 @dataclass
@@ -57,6 +102,11 @@ class Exploration:
     beam: int = 0
     step: int = 0
     prefixes: list[list[str]] = field(default_factory=list)   # branching history, newest last
+    display: np.ndarray | None = None                         # the photo as views draw it (display_copy)
+
+    def __post_init__(self):
+        if self.display is None:
+            self.display = display_copy(self.photo)
 
     @property
     def trace(self) -> AttentionTrace:
@@ -78,11 +128,16 @@ class Studio:
         self.max_decodes, self.max_exports = max_decodes, max_exports
         self._decodes: OrderedDict[tuple, list[AttentionTrace]] = OrderedDict()
         self._lock = threading.Lock()
+        self.max_views = 4000
+        self._views: OrderedDict[tuple, tuple[AttentionTrace, str]] = OrderedDict()
+        self._views_lock = threading.Lock()
+        self._renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prerender")
         self.export_dir = tempfile.mkdtemp(prefix="attention-viewer-")
         atexit.register(self.close)
 
     def close(self) -> None:
         """Remove every exported file (also run at interpreter exit)."""
+        self._renderer.shutdown(wait=False, cancel_futures=True)
         shutil.rmtree(self.export_dir, ignore_errors=True)
 
     def models(self) -> list[str]:
@@ -142,22 +197,23 @@ class Studio:
         return [self.decode(photo, m, settings)[0] for m in models]
 
     # --- images for the UI ----------------------------------------------------------------------
-    def image_file(self, rgb: np.ndarray | None, max_files: int = 2000) -> str | None:
-        """A rendered view as a PNG file named by its content, written atomically.
+    def image_file(self, rgb: np.ndarray | None, max_files: int = 2000, quality: int = 90) -> str | None:
+        """A rendered view as a JPEG file named by its content, written atomically.
 
-        Gradio's own array-to-file step rewrites the same hashed file in place, so two sessions
-        showing the same picture could serve each other half-written files; a renamed-into-place
-        file never is. Only the newest `max_files` views are kept.
+        JPEG: a 1280-pixel view is about 10x smaller than a PNG and quicker to encode, which is
+        most of what a step costs. Gradio's own array-to-file step rewrites the same hashed file
+        in place, so two sessions showing the same picture could serve each other half-written
+        files; a renamed-into-place file never is. Only the newest `max_files` views are kept.
         """
         if rgb is None:
             return None
         from PIL import Image
         buf = io.BytesIO()
-        Image.fromarray(rgb).save(buf, "PNG", compress_level=1)
+        Image.fromarray(rgb).save(buf, "JPEG", quality=quality)
         data = buf.getvalue()
         folder = os.path.join(self.export_dir, "views")
         os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, hashlib.sha1(data).hexdigest() + ".png")
+        path = os.path.join(folder, hashlib.sha1(data).hexdigest() + ".jpg")
         if not os.path.exists(path):
             fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
@@ -169,6 +225,30 @@ class Studio:
                     with contextlib.suppress(OSError):
                         os.remove(os.path.join(folder, old))
         return path
+
+    def view(self, ex: Exploration, style: Style, t: int, kind: str = "overlay") -> str:
+        """The file of word t's overlay (or coverage) view, drawn once per trace, word and style."""
+        trace = ex.trace
+        key = (id(trace), t, style, kind)
+        with self._views_lock:
+            hit = self._views.get(key)
+            if hit is not None and hit[0] is trace and os.path.exists(hit[1]):
+                self._views.move_to_end(key)
+                return hit[1]
+        one = replace(ex, beams=[trace], beam=0)
+        path = self.image_file(overlay(one, style, t) if kind == "overlay" else coverage_image(one, style, t))
+        with self._views_lock:
+            self._views[key] = (trace, path)   # the trace is kept with its key, so an id is never reused
+            while len(self._views) > self.max_views:
+                self._views.popitem(last=False)
+        return path
+
+    def prerender(self, ex: Exploration, style: Style) -> None:
+        """Draw every word's views in the background right after a decode, so that stepping through
+        the words only looks files up."""
+        one = replace(ex, beams=[ex.trace], beam=0)
+        self._renderer.submit(lambda: [self.view(one, style, t, kind) for t in range(one.n_steps)
+                                       for kind in ("overlay", "coverage")])
 
     # --- exporting ---------------------------------------------------------------------------
     def export_path(self, ex: Exploration, suffix: str) -> str:
@@ -223,7 +303,7 @@ class Studio:
 def overlay(ex: Exploration, style: Style, step: int | None = None) -> np.ndarray:
     t = ex.step if step is None else step
     trace = ex.trace
-    img = render_step(ex.photo.rgb, trace, t, show_alpha=style.show_alpha, **style.as_kwargs())
+    img = render_step(ex.display, trace, t, show_alpha=style.show_alpha, **style.as_kwargs())
     s = trace.steps[t]
     if s.sample is not None and style.hard_samples > 1:
         cells = draw_cells(s.attention, style.hard_samples, seed=t)
@@ -240,15 +320,21 @@ def draw_cells(alpha: np.ndarray, n: int, seed: int = 0) -> list[int]:
 
 
 def strip(ex: Exploration, style: Style) -> np.ndarray:
-    return render_strip(ex.photo.rgb, ex.trace, **style.as_kwargs())
+    return render_strip(ex.display, ex.trace, **style.as_kwargs())
 
 
-def coverage_image(ex: Exploration, style: Style) -> np.ndarray | None:
-    if ex.trace.attends_to != "grid":
-        return None
-    side = ex.trace.grid_side
-    cov = ex.trace.coverage(ex.step).reshape(side, side)
-    return render_heatmap(ex.photo.rgb, cov, style.upsampling, "inferno", 0.65)
+def coverage_image(ex: Exploration, style: Style, step: int | None = None) -> np.ndarray:
+    return render_coverage(ex.display, ex.trace, ex.step if step is None else step, style.upsampling)
+
+
+def all_heads(ex: Exploration, style: Style) -> np.ndarray:
+    """Every layer's and head's map for the current word (multi-head models)."""
+    return render_heads(ex.display, ex.trace, ex.step, **style.as_kwargs())
+
+
+def figure(ex: Exploration, traces: list[AttentionTrace], style: Style) -> np.ndarray:
+    """The soft-vs-hard figure of Compare's traces (the same caption through each model)."""
+    return render_figure(ex.display, traces, **style.as_kwargs())
 
 
 def caption_tokens(ex: Exploration) -> list[tuple[str, str | None]]:
@@ -264,10 +350,6 @@ def caption_tokens(ex: Exploration) -> list[tuple[str, str | None]]:
 def step_panel(ex: Exploration) -> str:
     """HTML: the word, its probability, beta, entropy, and the top-k next words as bars."""
     s = ex.trace.steps[ex.step]
-    rows = "".join(
-        f'<div class="bar-row"><span class="bar-word">{html.escape(w)}</span>'
-        f'<span class="bar" style="width:{max(1.0, p * 100):.1f}%"></span><span class="bar-p">{p:.1%}</span></div>'
-        for w, p in s.alternatives)
     facts = [f"<b>{html.escape(s.word)}</b> at step {ex.step + 1} of {ex.n_steps}",
              f"p = {np.exp(s.logprob):.1%}", f"attention entropy {s.entropy:.2f} nats"]
     if s.beta is not None:
@@ -275,7 +357,7 @@ def step_panel(ex: Exploration) -> str:
     if s.sample is not None:
         facts.append("sampled cell (row {}, col {})".format(*divmod(s.sample, ex.trace.grid_side)))
     return (f'<div class="step-facts">{" &middot; ".join(facts)}</div>'
-            f'<div class="topk"><div class="topk-title">What the model could have said here</div>{rows}</div>')
+            + _bars("What the model could have said here", s.alternatives))
 
 
 def grid_numbers(ex: Exploration) -> str:
@@ -336,11 +418,39 @@ def occlusion(studio: Studio, ex: Exploration, hidden: list[int] | None = None) 
 
 
 def unit_at(ex: Exploration, x: float, y: float) -> int:
-    """The cell (grid models) or the smallest region (region models) under display pixel (x, y)."""
-    h, w = ex.photo.rgb.shape[:2]
+    """The cell (grid models) or the smallest region (region models) under view pixel (x, y)."""
+    h, w = ex.display.shape[:2]
     ox, oy = x * ex.photo.width / w, y * ex.photo.height / h
     if ex.trace.attends_to == "grid":
         return cell_at(ox, oy, ex.photo.width, ex.photo.height, ex.trace.grid_side)
     boxes = ex.trace.boxes_pixels()
     inside = [i for i, (x1, y1, x2, y2) in enumerate(boxes) if x1 <= ox <= x2 and y1 <= oy <= y2]
     return min(inside, key=lambda i: (boxes[i][2] - boxes[i][0]) * (boxes[i][3] - boxes[i][1]))
+
+
+# --- steering (the complement of occlusion) ---------------------------------------------------------
+
+def steering(studio: Studio, ex: Exploration, x: float, y: float) -> tuple[str, SteerResult]:
+    """HTML: make the current word attend where the photo was clicked (display pixel x, y): the
+    model's own next words beside those under the steered map, and the caption it goes on to write.
+    Also the viewer.steer.SteerResult, whose trace (step `ex.step` steered) draws the steered map."""
+    unit = unit_at(ex, x, y)
+    result = steer(studio.captioner, ex.photo, ex.model, ex.trace, ex.step, steer_map(ex.trace, unit), ex.settings)
+    where = ("(row {}, col {})".format(*divmod(unit, ex.trace.grid_side)) if ex.trace.attends_to == "grid"
+             else f"region {html.escape(ex.trace.region_labels[unit])}")
+    word = html.escape(result.word)
+    page = (f'<div class="step-facts">Made <b>{word}</b> (word {ex.step + 1}) look at {where}: p(<b>{word}</b>) '
+            f"went from {result.prob_before:.1%} to {result.prob_after:.1%}.</div>"
+            f'<div style="display:flex;gap:1.5em">{_bars("Where the model looked", result.own)}'
+            f'{_bars("Where you steered it", result.steered)}</div>'
+            f"<div>Caption from there: <b>{html.escape(result.caption)}</b></div>")
+    return page, result
+
+
+def _bars(title: str, alternatives: list[tuple[str, float]]) -> str:
+    """HTML: next words as probability bars under a title (the look of `step_panel`'s top-k)."""
+    rows = "".join(
+        f'<div class="bar-row"><span class="bar-word">{html.escape(w)}</span>'
+        f'<span class="bar" style="width:{max(1.0, p * 100):.1f}%"></span><span class="bar-p">{p:.1%}</span></div>'
+        for w, p in alternatives)
+    return f'<div class="topk" style="flex:1"><div class="topk-title">{html.escape(title)}</div>{rows}</div>'

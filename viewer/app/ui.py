@@ -16,11 +16,12 @@ import gradio as gr
 from ..checkpoints import CheckpointError
 from ..decoding import DecodeSettings
 from ..images import ImageError
-from ..render import COLORMAPS, UPSAMPLING
+from ..render import COLORMAPS, SCALES, UPSAMPLING
 from . import session as S
 
 log = logging.getLogger("viewer.app")
-DEFAULT_ORDER = ["sat-soft", "sat-hard", "updown"]
+DEFAULT_ORDER = ["sat-soft", "sat-hard", "updown", "transformer"]
+STEER, HIDE = "Steer: make the selected word look there", "Hide that place from the model"
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "assets")
 
 CSS = """
@@ -84,8 +85,8 @@ def _settings(strategy, beam, temperature, seed, max_len) -> DecodeSettings:
                           seed=int(seed or 0), max_len=int(max_len))
 
 
-def _style(upsampling, colormap, opacity, show_alpha, hard_samples) -> S.Style:
-    return S.Style(upsampling, colormap, float(opacity), bool(show_alpha), int(hard_samples))
+def _style(upsampling, colormap, opacity, scale, show_alpha, hard_samples, head) -> S.Style:
+    return S.Style(upsampling, colormap, float(opacity), scale, bool(show_alpha), int(hard_samples), head)
 
 
 def build(studio: S.Studio) -> gr.Blocks:
@@ -117,11 +118,16 @@ def build(studio: S.Studio) -> gr.Blocks:
                         with gr.Accordion("Overlay", open=True):
                             upsampling = gr.Radio(list(UPSAMPLING), value="smooth", label="Upsampling",
                                                   elem_id="upsampling")
-                            colormap = gr.Dropdown(list(COLORMAPS), value="spotlight", label="Colours",
-                                                   elem_id="colormap")
-                            opacity = gr.Slider(0.0, 1.0, value=0.6, step=0.05, label="Opacity", elem_id="opacity")
+                            colormap = gr.Dropdown(list(COLORMAPS), value="paper", label="Colours (paper: the "
+                                                   "figures of Show, Attend and Tell)", elem_id="colormap")
+                            opacity = gr.Slider(0.0, 1.0, value=0.8, step=0.05, label="Opacity", elem_id="opacity")
+                            scale = gr.Radio(list(SCALES), value="absolute", elem_id="scale",
+                                             label="Scale: absolute (same brightness, same weight, on every word and "
+                                                   "model) or stretch (each map to its own range)")
                             show_alpha = gr.Checkbox(True, label="Hard attention: show alpha under the sampled cell")
                             hard_samples = gr.Slider(1, 20, value=1, step=1, label="Hard attention: cells drawn")
+                            head = gr.Dropdown([S.MEAN_HEADS], value=S.MEAN_HEADS, elem_id="head",
+                                               label="Transformer: which cross-attention map")
                     with gr.Column(scale=3):
                         caption = gr.HighlightedText(label="Caption: click a word", elem_id="caption",
                                                      combine_adjacent=False, show_legend=False, show_inline_category=False,
@@ -134,6 +140,11 @@ def build(studio: S.Studio) -> gr.Blocks:
                             play_btn = gr.Button("▶ Play", elem_id="play", size="sm")
                             next_btn = gr.Button("Next ▶", elem_id="next", size="sm")
                         step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="step")
+                        click_mode = gr.Radio([STEER, HIDE], value=STEER, label="Clicking the photo", elem_id="click-mode")
+                        with gr.Row():
+                            clicked = gr.HTML(elem_id="clicked")
+                            steered_view = gr.Image(label="Where you steered it", height=220, interactive=False,
+                                                    elem_id="steered-view", visible=False)
                         with gr.Row():
                             panel = gr.HTML(elem_id="panel")
                             coverage = gr.Image(label="Coverage: attention summed so far", height=220,
@@ -146,8 +157,8 @@ def build(studio: S.Studio) -> gr.Blocks:
                                 reset_btn = gr.Button("Reset", elem_id="reset")
                         beams = gr.Radio([], label="Beams (best first)", elem_id="beams", type="index")
                         with gr.Accordion("Diagnose: grounding, attention sanity, occlusion", open=False):
-                            gr.Markdown("Click the photo above to hide that cell or region, or hide where the "
-                                        "selected word looked, and see how the caption changes.")
+                            gr.Markdown("Hide where the selected word looked (or choose 'Hide' above and click the "
+                                        "photo), and see how the caption changes.")
                             with gr.Row():
                                 diagnose_btn = gr.Button("Check this caption", elem_id="diagnose")
                                 occlude_btn = gr.Button("Hide where this word looked", elem_id="occlude")
@@ -158,6 +169,13 @@ def build(studio: S.Studio) -> gr.Blocks:
                                                     elem_id="references")
                             score_btn = gr.Button("Score the caption against them", elem_id="score")
                             scores = gr.HTML(elem_id="scores")
+                        with gr.Accordion("All heads of this word (Transformer): layers as rows, heads as columns",
+                                          open=False):
+                            with gr.Row():
+                                heads_btn = gr.Button("Show every layer and head for the selected word", size="sm",
+                                                      elem_id="heads-show")
+                                png_heads = gr.Button("PNG of all heads", size="sm", elem_id="export-heads")
+                            heads_view = gr.Image(show_label=False, elem_id="heads", interactive=False, format="png")
                         with gr.Accordion("Raw attention numbers", open=False):
                             numbers = gr.HTML(elem_id="numbers")
                         gr.Markdown("**Every word with its attention** (the paper's figure)")
@@ -182,6 +200,9 @@ def build(studio: S.Studio) -> gr.Blocks:
                     cmp_views = [gr.Image(interactive=False, elem_id=f"cmp-view-{i}", height=380) for i in range(3)]
                 with gr.Row():
                     cmp_captions = [gr.Markdown(elem_id=f"cmp-caption-{i}") for i in range(3)]
+                cmp_figure = gr.Button("PNG of the paper's figure: one row per model, one column per word",
+                                       size="sm", elem_id="cmp-figure")
+                cmp_download = gr.File(label="Download", elem_id="cmp-download", interactive=False, visible=False)
             with gr.Tab("Triage", id="triage"):
                 gr.Markdown(f"Runs of `python -m viewer triage --out {studio.triage_dir}/NAME ...`, worst first. "
                             "Click a row to open that photo in Explore.")
@@ -193,8 +214,8 @@ def build(studio: S.Studio) -> gr.Blocks:
         timer = gr.Timer(0.9, active=False)
         playing = gr.State(False)
 
-        style_inputs = [upsampling, colormap, opacity, show_alpha, hard_samples]
-        step_outputs = [explored, view, caption, panel, coverage, numbers, alternative]
+        style_inputs = [upsampling, colormap, opacity, scale, show_alpha, hard_samples, head]
+        step_outputs = [step, view, caption, panel, coverage, numbers, alternative]
 
         @friendly
         def caption_photo(path, model_name, strat, k, temp, sd, mlen, *style, progress=gr.Progress()):
@@ -208,41 +229,58 @@ def build(studio: S.Studio) -> gr.Blocks:
             ex.photo.name = os.path.basename(path)
             took = time.perf_counter() - start
             note = f"**{model_name}**: {len(ex.beams)} caption(s) in {took:.2f} s. Click a word, or use ← →."
-            return (ex, *_trace_views(ex, _style(*style)), note)
+            return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *show_step(ex, 1, *style))
 
-        def _trace_views(ex, style):
+        def _trace_views(ex):
             return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
-                    gr.Radio(choices=S.beam_choices(ex), value=ex.beam), studio.image_file(S.strip(ex, style)))
+                    gr.Radio(choices=S.beam_choices(ex), value=ex.beam))
 
         @friendly
         def show_step(ex, t, *style):
+            """Everything that changes with the word, in one reply: every event that moves the word
+            (slider, word click, arrow keys, play) calls this once; the views were drawn in advance."""
             if ex is None:
-                return (None, None, None, "", None, "", gr.Radio(choices=[]))
+                return (gr.Slider(), None, None, "", None, "", gr.Radio(choices=[]))
             ex.step = int(min(max(1, t), ex.n_steps)) - 1
             st = _style(*style)
             words = [w for w, _ in ex.trace.steps[ex.step].alternatives]
-            return (ex, studio.image_file(S.overlay(ex, st)), S.caption_tokens(ex), S.step_panel(ex),
-                    studio.image_file(S.coverage_image(ex, st)), S.grid_numbers(ex), gr.Radio(choices=words, value=None))
+            return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
+                    studio.view(ex, st, ex.step), S.caption_tokens(ex), S.step_panel(ex),
+                    studio.view(ex, st, ex.step, "coverage"), S.grid_numbers(ex), gr.Radio(choices=words, value=None))
+
+        @friendly
+        def after_decode(ex, *style):
+            """The word strip, the head picker's entries, and every word's views drawn in the background."""
+            if ex is None:
+                return None, gr.Dropdown()
+            st = _style(*style)
+            studio.prerender(ex, st)
+            choices = S.head_choices(ex.trace)
+            return studio.image_file(S.strip(ex, st)), gr.Dropdown(
+                choices=choices, value=st.head if st.head in choices else S.MEAN_HEADS)
+
+        @friendly
+        def show_heads(ex, *style):
+            if ex is None:
+                raise gr.Error("Caption a photo first.")
+            return studio.image_file(S.all_heads(ex, _style(*style)))
 
         @friendly
         def restyle(ex, t, *style):
-            out = show_step(ex, t, *style)
-            return (*out, None if ex is None else studio.image_file(S.strip(ex, _style(*style))))
+            return (*show_step(ex, t, *style), after_decode(ex, *style)[0])
 
-        def move(ex, t, delta):
-            if ex is None:
-                return gr.Slider()
-            return gr.Slider(value=int(min(max(1, t + delta), ex.n_steps)))
+        def move(delta, ex, t, *style):
+            return show_step(ex, t + delta, *style)
 
-        def click_word(ex, evt: gr.SelectData):
-            if ex is None:
-                return gr.Slider()
-            return gr.Slider(value=int(evt.index) + 1 if isinstance(evt.index, int) else int(evt.index[0]) + 1)
+        def click_word(ex, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_,
+                       evt: gr.SelectData):
+            t = int(evt.index) if isinstance(evt.index, int) else int(evt.index[0])
+            return show_step(ex, t + 1, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_)
 
-        def tick(ex, t):
+        def tick(ex, t, *style):
             if ex is None or t >= ex.n_steps:
-                return gr.Slider(), gr.Timer(active=False), False, gr.Button(value="▶ Play")
-            return gr.Slider(value=int(t) + 1), gr.Timer(), True, gr.Button()
+                return (*show_step(ex, t, *style), gr.Timer(active=False), False, gr.Button(value="▶ Play"))
+            return (*show_step(ex, t + 1, *style), gr.Timer(), True, gr.Button())
 
         def toggle_play(ex, t, is_playing):
             if ex is None or is_playing:
@@ -255,7 +293,7 @@ def build(studio: S.Studio) -> gr.Blocks:
             if ex is None or not word:
                 raise gr.Error("Pick one of the next words first.")
             ex = studio.branch(ex, int(t) - 1, word)
-            return (ex, *_trace_views(ex, _style(*style)))
+            return (ex, *_trace_views(ex))
 
         @friendly
         def undo(how, ex, *style):
@@ -263,14 +301,14 @@ def build(studio: S.Studio) -> gr.Blocks:
             if ex is None:
                 raise gr.Error("Caption a photo first.")
             ex = studio.unbranch(ex) if how == "back" else studio.reset(ex)
-            return (ex, *_trace_views(ex, _style(*style)))
+            return (ex, *_trace_views(ex))
 
         @friendly
         def choose_beam(ex, index, *style):
             if ex is None or index is None:
-                return ex, gr.Slider(), None
+                return ex, gr.Slider()
             ex.beam, ex.step = int(index), 0
-            return ex, gr.Slider(maximum=max(2, ex.n_steps), value=1), studio.image_file(S.strip(ex, _style(*style)))
+            return ex, gr.Slider(maximum=max(2, ex.n_steps), value=1)
 
         @friendly
         def export(kind, ex, t, *style):
@@ -282,7 +320,8 @@ def build(studio: S.Studio) -> gr.Blocks:
             elif kind == "gif":
                 path = studio.export_gif(ex, st)
             else:
-                path = studio.export_png(ex, S.strip(ex, st) if kind == "strip" else S.overlay(ex, st), kind)
+                draw = {"strip": S.strip, "heads": S.all_heads, "view": S.overlay}[kind]
+                path = studio.export_png(ex, draw(ex, st), kind)
             return gr.File(value=path, visible=True)
 
         @friendly
@@ -319,11 +358,26 @@ def build(studio: S.Studio) -> gr.Blocks:
             return S.diagnosis(studio, ex)
 
         @friendly
-        def hide(ex, evt: gr.SelectData | None = None):
+        def hide(ex):
             if ex is None:
                 raise gr.Error("Caption a photo first.")
-            hidden = None if evt is None or evt.index is None else [S.unit_at(ex, *evt.index[:2])]
-            return S.occlusion(studio, ex, hidden)
+            return S.occlusion(studio, ex)
+
+        @friendly
+        def click_photo(ex, mode, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_,
+                        evt: gr.SelectData):
+            """Steer the selected word's attention to the clicked place, or hide that place."""
+            style = (upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_)
+            if ex is None:
+                raise gr.Error("Caption a photo first.")
+            if evt is None or evt.index is None:
+                return gr.HTML(), gr.Image()
+            x, y = evt.index[:2]
+            if mode == HIDE:
+                return S.occlusion(studio, ex, [S.unit_at(ex, x, y)]), gr.Image(visible=False)
+            page, result = S.steering(studio, ex, x, y)
+            one = S.Exploration(ex.photo, ex.model, ex.settings, [result.trace], display=ex.display)
+            return page, gr.Image(value=studio.view(one, _style(*style), result.step), visible=True)
 
         @friendly
         def compare(ex, names, mode, text, *style):
@@ -340,6 +394,12 @@ def build(studio: S.Studio) -> gr.Blocks:
             return traces, gr.Slider(minimum=1, maximum=max(2, longest), value=1)
 
         @friendly
+        def export_figure(ex, traces, *style):
+            if ex is None or not traces:
+                raise gr.Error("Run Compare first (same caption for all gives the paper's soft-vs-hard figure).")
+            return gr.File(value=studio.export_png(ex, S.figure(ex, traces, _style(*style)), "figure"), visible=True)
+
+        @friendly
         def show_compare(ex, traces, t, *style):
             blank = [None] * 3, [""] * 3
             if ex is None or not traces:
@@ -348,8 +408,8 @@ def build(studio: S.Studio) -> gr.Blocks:
             views, texts = [], []
             for tr in traces:
                 k = min(int(t), len(tr.steps)) - 1
-                one = S.Exploration(ex.photo, tr.model, ex.settings, [tr], step=k)
-                views.append(studio.image_file(S.overlay(one, st)))
+                one = S.Exploration(ex.photo, tr.model, ex.settings, [tr], step=k, display=ex.display)
+                views.append(studio.view(one, st, k))
                 words = [f"**[{s.word}]**" if i == k else s.word for i, s in enumerate(tr.steps)]
                 texts.append(f"**{tr.model}** (log p {sum(s.logprob for s in tr.steps):.2f}): " + " ".join(words))
             views += [None] * (3 - len(views))
@@ -358,38 +418,47 @@ def build(studio: S.Studio) -> gr.Blocks:
 
         render_step = dict(fn=show_step, inputs=[explored, step, *style_inputs], outputs=step_outputs,
                            show_progress="hidden")
+        strip_after = dict(fn=after_decode, inputs=[explored, *style_inputs], outputs=[strip, head],
+                           show_progress="hidden")
         run.click(caption_photo, [photo, model, strategy, beam, temperature, seed, max_len, *style_inputs],
-                  [explored, step, beams, strip, status], concurrency_limit=4).success(**render_step)
-        step.change(show_step, [explored, step, *style_inputs], step_outputs, show_progress="hidden")
+                  [explored, beams, status, *step_outputs], concurrency_limit=4).success(**strip_after)
+        step.input(show_step, [explored, step, *style_inputs], step_outputs, show_progress="hidden")
         for control in style_inputs:
             control.change(restyle, [explored, step, *style_inputs], [*step_outputs, strip], show_progress="hidden")
-        prev_btn.click(lambda ex, t: move(ex, t, -1), [explored, step], step, show_progress="hidden")
-        next_btn.click(lambda ex, t: move(ex, t, +1), [explored, step], step, show_progress="hidden")
-        caption.select(click_word, [explored], step, show_progress="hidden")
-        play_btn.click(toggle_play, [explored, step, playing], [timer, playing, play_btn, step])
-        timer.tick(tick, [explored, step], [step, timer, playing, play_btn], show_progress="hidden")
+        prev_btn.click(functools.partial(move, -1), [explored, step, *style_inputs], step_outputs,
+                       show_progress="hidden")
+        next_btn.click(functools.partial(move, +1), [explored, step, *style_inputs], step_outputs,
+                       show_progress="hidden")
+        caption.select(click_word, [explored, *style_inputs], step_outputs, show_progress="hidden")
+        play_btn.click(toggle_play, [explored, step, playing], [timer, playing, play_btn, step]).success(**render_step)
+        timer.tick(tick, [explored, step, *style_inputs], [*step_outputs, timer, playing, play_btn],
+                   show_progress="hidden")
         branch_btn.click(branch, [explored, step, alternative, *style_inputs],
-                         [explored, step, beams, strip]).success(**render_step)
+                         [explored, step, beams]).success(**render_step).success(**strip_after)
         for btn, how in ((back_btn, "back"), (reset_btn, "reset")):
             btn.click(functools.partial(undo, how), [explored, *style_inputs],
-                      [explored, step, beams, strip]).success(**render_step)
-        beams.select(choose_beam, [explored, beams, *style_inputs], [explored, step, strip]).success(**render_step)
-        for btn, kind in ((png_view, "view"), (png_strip, "strip"), (gif, "gif"), (json_btn, "json")):
+                      [explored, step, beams]).success(**render_step).success(**strip_after)
+        beams.select(choose_beam, [explored, beams, *style_inputs], [explored, step]).success(
+            **render_step).success(**strip_after)
+        heads_btn.click(show_heads, [explored, *style_inputs], heads_view)
+        for btn, kind in ((png_view, "view"), (png_strip, "strip"), (png_heads, "heads"), (gif, "gif"),
+                          (json_btn, "json")):
             btn.click(functools.partial(export, kind), [explored, step, *style_inputs], download)
         triage_run.change(load_triage, triage_run, [triage_rows, triage_table])
         triage_refresh.click(lambda: gr.Dropdown(choices=studio.triage_runs()), None, triage_run)
         triage_table.select(open_row, triage_rows, [photo, model, tabs]).success(
             caption_photo, [photo, model, strategy, beam, temperature, seed, max_len, *style_inputs],
-            [explored, step, beams, strip, status]).success(**render_step)
+            [explored, beams, status, *step_outputs]).success(**strip_after)
         diagnose_btn.click(diagnose, explored, diagnosis)
         score_btn.click(score, [explored, references], scores)
         photo.change(lambda path: "\n".join(studio.references_for(path or "")), photo, references,
                      show_progress="hidden")
-        occlude_btn.click(lambda ex: hide(ex), explored, occluded)
-        view.select(hide, explored, occluded)
+        occlude_btn.click(hide, explored, occluded)
+        view.select(click_photo, [explored, click_mode, *style_inputs], [clicked, steered_view])
         cmp_run.click(compare, [explored, cmp_models, cmp_mode, cmp_text, *style_inputs], [compared, cmp_step])
         cmp_step.change(show_compare, [explored, compared, cmp_step, *style_inputs], [*cmp_views, *cmp_captions],
                         show_progress="hidden")
+        cmp_figure.click(export_figure, [explored, compared, *style_inputs], cmp_download)
         compared.change(show_compare, [explored, compared, cmp_step, *style_inputs], [*cmp_views, *cmp_captions],
                         show_progress="hidden")
     return demo

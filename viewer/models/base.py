@@ -42,6 +42,7 @@ class Step:
     beta: torch.Tensor | None = None            # (B,) SAT's gating scalar
     sample: torch.Tensor | None = None          # (B,) attended cell drawn by hard attention
     sample_logprob: torch.Tensor | None = None  # (B,) log alpha of that cell (training signal)
+    heads: torch.Tensor | None = None           # (B, layers, heads, K) multi-head models: every head's weights
 
 
 @dataclass
@@ -58,6 +59,12 @@ class AttentionTargets:
         whole map lies inside, and large when the map is elsewhere."""
         mass = (attention * self.inside).sum(-1).clamp_min(1e-6)
         return -self.weight * (mass.log() * self.valid).sum() / self.valid.sum().clamp_min(1)
+
+
+def steered(state: State, alpha: torch.Tensor) -> torch.Tensor:
+    """The attention a step goes on with: its own `alpha`, or the map decoding put in the state
+    under "steer" for this one step (steering: what would the model say, looking there?)."""
+    return state["steer"].to(alpha.dtype) if "steer" in state else alpha
 
 
 def reorder(state: State, rows: torch.Tensor) -> State:
@@ -89,7 +96,10 @@ def supervision(steps: list[Step], targets: AttentionTargets | None, logs: dict)
 
 
 class CaptionModel(nn.Module):
+    """A caption decoder: per-image state from features, then one word per `forward_step` for every row."""
+
     attends_to = "grid"   # "grid" (14x14 cells) or "regions" (detector boxes)
+    label_smoothing = 0.0
 
     def init_state(self, feats: torch.Tensor, mask: torch.Tensor, seed: torch.Tensor | None = None) -> State:
         raise NotImplementedError
@@ -101,7 +111,8 @@ class CaptionModel(nn.Module):
              ) -> tuple[torch.Tensor, dict[str, float]]:
         """Training loss; the default is cross-entropy under teacher forcing (+ attention supervision)."""
         logits, steps = self.teacher_forced(feats, mask, tokens, image_index)
-        xe = F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].T.flatten(), ignore_index=0)
+        xe = F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].T.flatten(), ignore_index=0,
+                             label_smoothing=self.label_smoothing)
         logs = {"xe": xe.item()}
         return xe + supervision(steps, targets, logs), logs
 

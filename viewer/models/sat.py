@@ -11,6 +11,7 @@ moving-average baseline b, plus lambda_e times the attention entropy; for a rand
 images (per image) the expectation (soft context) is used instead of a sample, as the paper did. At inference the
 cell is drawn by inverse-CDF from a counter-based hash of (seed, step), so a decode is
 reproducible with a seed, and re-scoring the same words (forced decoding) draws the same cells.
+Steered to a one-hot map (base.steered), it attends exactly that cell.
 
 Output: the paper's deep output layer p(y_t) ~ exp(L_o(E y_{t-1} + L_h h_t + L_z z_t)).
 """
@@ -20,7 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .base import CaptionModel, State, Step, attend, masked_mean, register, supervision
+from .base import CaptionModel, State, Step, attend, masked_mean, register, steered, supervision
 
 
 @register("sat-soft", attention="soft")
@@ -59,7 +60,7 @@ class ShowAttendTell(CaptionModel):
 
     def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
         a, h = state["a"], state["h"]
-        alpha = attend(state["a_att"], self.att_hidden(h), state["mask"], self.att_score)
+        alpha = steered(state, attend(state["a_att"], self.att_hidden(h), state["mask"], self.att_score))
         sample = sample_logprob = None
         z = torch.bmm(alpha.unsqueeze(1), a).squeeze(1)
         if self.attention == "hard":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .base import ACTIVATIONS, CaptionModel, State, Step, attend, masked_mean, register
+from .base import ACTIVATIONS, CaptionModel, State, Step, attend, masked_mean, register, steered
 
 
 @register("sat-sgrvinod", attention_activation="relu", init_activation="none")
@@ -41,7 +41,7 @@ class GatedSAT(CaptionModel):
 
     def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
         h = state["h"]
-        alpha = attend(state["a_att"], self.decoder_att(h), state["mask"], self.full_att, self.att_act)
+        alpha = steered(state, attend(state["a_att"], self.decoder_att(h), state["mask"], self.full_att, self.att_act))
         gate = torch.sigmoid(self.f_beta(h))
         z = gate * torch.bmm(alpha.unsqueeze(1), state["a"]).squeeze(1)
         h, c = self.decode_step(torch.cat([self.embedding(words), z], dim=1), (h, state["c"]))

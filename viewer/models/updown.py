@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .base import ACTIVATIONS, CaptionModel, State, Step, attend, masked_mean, register
+from .base import ACTIVATIONS, CaptionModel, State, Step, attend, masked_mean, register, steered
 
 
 def _embedding(n_in: int, n_out: int, dropout: float) -> nn.Sequential:
@@ -60,7 +60,7 @@ class UpDown(CaptionModel):
         if self.word_relu:
             e = self.drop(torch.relu(e))
         h1, c1 = self.att_lstm(torch.cat([state["h2"], state["v_mean"], e], dim=1), (state["h1"], state["c1"]))
-        alpha = attend(state["v_att"], self.att_hidden(h1), state["mask"], self.att_score, self.att_act)
+        alpha = steered(state, attend(state["v_att"], self.att_hidden(h1), state["mask"], self.att_score, self.att_act))
         v_hat = torch.bmm(alpha.unsqueeze(1), state["v"]).squeeze(1)
         h2, c2 = self.lang_lstm(torch.cat([v_hat, h1], dim=1), (state["h2"], state["c2"]))
         logits = self.out(self.drop(h2))

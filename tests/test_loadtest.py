@@ -1,0 +1,35 @@
+"""The real-browser benchmark (`python -m viewer.loadtest --browser`) measures and reports; no speed is asserted."""
+import os
+import shutil
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def test_browser_flag_dispatches_and_stays_on_loopback(capsys):
+    from viewer.loadtest import main
+    assert main(["--browser", "--url", "http://example.com:7860/"]) == 2
+    assert "only targets this machine" in capsys.readouterr().err
+
+
+def test_browser_bench_records_caption_and_stepping(server):
+    pytest.importorskip("playwright", reason="the browser benchmark needs playwright (pip install playwright)")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("Debian chromium is not installed (apt-get install chromium; never `playwright install`)")
+    from viewer.browserbench import run_browser_bench, table
+    url, _ = server
+    result = run_browser_bench(url, models=["sat-soft"], n_photos=1, clicks=1, arrows=1, ticks=1, timeout_s=20,
+                               caption_timeout_s=120)
+    assert result["errors"] == []
+    assert set(result["models"]) == {"sat-soft"} and "excluded" in result["note"]
+    r = result["models"]["sat-soft"]
+    assert r["warmup_ms"] > 0
+    for key in ("caption_to_first_overlay", "stepping"):
+        stats = r[key]
+        assert set(stats) >= {"n", "p50_ms", "p90_ms", "unchanged", "timeout"}
+        assert stats["n"] >= 1 and 0 < stats["p50_ms"] <= stats["p90_ms"]
+    shown = [s for s in r["samples"] if s["outcome"] == "shown"]
+    assert {s["kind"] for s in shown} >= {"caption", "click"}
+    assert all(s["ms"] > 0 and s["photo"] == "astronaut.jpg" for s in shown)
+    assert "sat-soft" in table(result)
