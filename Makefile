@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test setup browser
+.PHONY: run test setup browser java
 
 $(VENV)/installed.stamp: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,13 @@ browser:
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
+# METEOR and the PTB tokenizer run on Java; without it evaluation skips METEOR (viewer/evaluate.py).
+java:
+	@command -v java >/dev/null || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq default-jre-headless >/dev/null; }
+
 run: setup
 	$(PY) launch.py $(ARGS)
 
-test: setup browser
+test: setup browser java
 	$(PY) -m pytest -q -p no:cacheprovider tests

@@ -223,6 +223,7 @@ def test_browser_session(server, tmp_path):
         page.get_by_text("Diagnose: grounding").click()
         page.locator("#diagnose").click()
         expect(page.locator("#diagnosis")).to_contain_text("map-to-map similarity", timeout=60_000)
+        expect(page.locator("#diagnosis svg polyline")).to_have_count(2)   # the word's deletion curve
         # steering (the default click): the word looks where the photo was clicked
         view_src = page.locator("#view img").get_attribute("src")
         page.locator("#view img").click(position={"x": 60, "y": 60})
@@ -260,6 +261,8 @@ def test_diagnosis_and_occlusion_panels(studio, photo):
     page = S.diagnosis(studio, ex)
     assert "map-to-map similarity" in page and "hard sample left" in page
     assert ("cup" in page) == ("cup" in ex.trace.words)          # object words get a grounding row
+    assert page.count("<polyline") == 2 and 'id="deletion-curve"' in page   # the selected word's two curves
+    assert f"Does <b>{ex.trace.steps[0].word}</b> depend" in page
     ex.step = 1
     report = S.occlusion(studio, ex)
     assert f"p(<b>{ex.trace.steps[1].word}</b>)" in report and "New caption" in report

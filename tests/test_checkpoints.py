@@ -101,6 +101,15 @@ def test_unknown_model_name_lists_the_available_ones(tiny_checkpoints):
         Captioner("cpu", checkpoint_dir=tiny_checkpoints).model("nonexistent")
 
 
+@pytest.mark.parametrize("a", [0.0, 0.3, 1.0])
+def test_interpolating_a_checkpoint_with_itself_is_that_checkpoint(tiny_checkpoints, tmp_path, a):
+    path = os.path.join(tiny_checkpoints, "updown.safetensors")
+    mixed = checkpoints.average([path, path], str(tmp_path / "self.safetensors"), weights=[1 - a, a])
+    original = checkpoints.load(path).model.state_dict()
+    for k, v in mixed.model.state_dict().items():
+        torch.testing.assert_close(v.float(), original[k].float(), rtol=1e-6, atol=1e-7)
+
+
 def test_average_of_checkpoints_is_the_mean_of_their_weights(tiny_checkpoints, tmp_path):
     src = checkpoints.load(os.path.join(tiny_checkpoints, "sat-soft.safetensors"))
     other = str(tmp_path / "nudged.safetensors")
@@ -115,6 +124,14 @@ def test_average_of_checkpoints_is_the_mean_of_their_weights(tiny_checkpoints, t
         if v.is_floating_point() and k != "baseline":
             torch.testing.assert_close(v, original[k].float() + 0.25)
     assert len(soup.meta["averaged_from"]) == 2
+    quarter = checkpoints.average([os.path.join(tiny_checkpoints, "sat-soft.safetensors"), other],
+                                  str(tmp_path / "wise.safetensors"), weights=[0.75, 0.25])   # WiSE-FT, a = 0.25
+    for k, v in quarter.model.state_dict().items():
+        if v.is_floating_point() and k != "baseline":
+            torch.testing.assert_close(v, original[k].float() + 0.125)
+    with pytest.raises(CheckpointError, match="summing to 1"):
+        checkpoints.average([os.path.join(tiny_checkpoints, "sat-soft.safetensors"), other],
+                            str(tmp_path / "bad.safetensors"), weights=[0.5, 0.6])
     with pytest.raises(CheckpointError, match="cannot average"):
         checkpoints.average([os.path.join(tiny_checkpoints, "sat-soft.safetensors"),
                              os.path.join(tiny_checkpoints, "updown.safetensors")], str(tmp_path / "bad.safetensors"))

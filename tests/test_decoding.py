@@ -26,8 +26,11 @@ def test_every_step_has_normalised_attention_of_the_right_shape(captioner, photo
             assert (step.sample is not None) == (model == "sat-hard")
             probs = [p for _, p in step.alternatives]
             assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1.0 + 1e-6
-            assert np.isclose(step.logprob, np.log(dict(step.alternatives).get(step.word, np.exp(step.logprob))),
-                              atol=1e-4)
+            alternatives = dict(step.alternatives)
+            if step.word in alternatives:   # the word's log-prob is the probability shown for it
+                assert np.isclose(step.logprob, np.log(alternatives[step.word]), atol=1e-4)
+            else:                           # outside the top k shown: no likelier than any of them
+                assert step.logprob <= np.log(min(alternatives.values())) + 1e-6
 
 
 def test_trained_tiny_model_describes_a_training_photo(captioner, photo):
@@ -37,9 +40,10 @@ def test_trained_tiny_model_describes_a_training_photo(captioner, photo):
 
 @pytest.mark.parametrize("model", MODEL_TYPES)
 def test_beam_attention_equals_forced_decoding_of_that_beam(captioner, photo, model):
-    compared = 0
+    compared, unfinished = 0, 0
     for max_len in (20, 3):   # finished beams, and beams cut off by the length limit
         beams = captioner.caption([photo], model, DecodeSettings(strategy="beam", beam_size=3, max_len=max_len))[0]
+        assert len(beams) == 3   # too few finished beams are topped up with live ones, so always beam_size
         for beam in beams:
             forced = captioner.force([photo], model, [beam.caption])[0]
             n = len(beam.steps)                  # an unfinished beam has no <end>; forcing adds one
@@ -50,9 +54,8 @@ def test_beam_attention_equals_forced_decoding_of_that_beam(captioner, photo, mo
                 assert np.isclose(a.logprob, b.logprob, atol=1e-4)
                 assert a.sample == b.sample
             compared += 1
-        if max_len == 3:
-            assert any(not b.finished for b in beams)
-    assert compared >= 4
+            unfinished += not beam.finished
+    assert compared == 6 and unfinished >= 1   # every beam of both runs, cut-off ones included
 
 
 def test_beams_are_sorted_and_distinct(captioner, photo):
@@ -84,11 +87,14 @@ def test_no_beam_ends_gives_unfinished_beams(captioner, photo):
 
 
 def test_length_penalty_divides_by_length(captioner, photo):
-    plain = captioner.caption([photo], "sat-soft", DecodeSettings(strategy="beam", length_penalty=0.0))[0]
-    normed = captioner.caption([photo], "sat-soft", DecodeSettings(strategy="beam", length_penalty=1.0))[0]
-    for b in normed:
-        assert np.isclose(b.score, sum(s.logprob for s in b.steps) / len(b.steps), atol=1e-4)
-    assert plain[0].score <= 0
+    """score == sum of the word log-probs / (number of tokens, <end> included) ** penalty."""
+    for penalty in (0.0, 0.5, 1.0):
+        beams = captioner.caption([photo], "sat-soft", DecodeSettings(strategy="beam", length_penalty=penalty))[0]
+        assert beams
+        for b in beams:
+            total = sum(s.logprob for s in b.steps)
+            assert len(b.steps) > 1 and total < 0   # so each penalty gives a different score
+            assert np.isclose(b.score, total / len(b.steps) ** penalty, atol=1e-4)
 
 
 @pytest.mark.parametrize("model", ["sat-soft", "sat-hard"])
@@ -97,6 +103,29 @@ def test_sampling_is_reproducible_with_a_seed(captioner, photo, model):
     a, b = run(7), run(7)
     assert a.words == b.words and [s.sample for s in a.steps] == [s.sample for s in b.steps]
     assert any(run(s).words != a.words for s in range(8)), "different seeds never change the sample"
+
+
+@pytest.mark.parametrize("model", ["sat-soft", "sat-hard"])
+def test_a_sample_is_what_forced_decoding_with_its_seed_gives(captioner, photo, model):
+    """Each sampled word carries the model's own log-prob of that word (shown among the alternatives,
+    which here cover the whole vocabulary), and each hard-attention cell is the one that re-scoring
+    the same words with the same seed draws: the sample is reproducible, not just plausible."""
+    vocab_size = len(captioner.model(model).vocab.words)
+    off_argmax = 0
+    for seed in range(3):
+        settings = DecodeSettings(strategy="sample", seed=seed, temperature=1.5, top_k=vocab_size)
+        trace = captioner.caption([photo], model, settings)[0][0]
+        forced = captioner.force([photo], model, [trace.caption], seed=seed)[0]
+        assert [s.word for s in forced.steps[:len(trace.steps)]] == [s.word for s in trace.steps]
+        for a, b in zip(trace.steps, forced.steps):
+            alternatives = dict(a.alternatives)
+            assert len(alternatives) == vocab_size and a.word in alternatives
+            assert np.isclose(a.logprob, np.log(alternatives[a.word]), atol=1e-4)
+            assert np.isclose(a.logprob, b.logprob, atol=1e-4)
+            assert (a.sample is None) == (model == "sat-soft") and a.sample == b.sample
+            assert np.allclose(a.attention, b.attention, atol=1e-5)
+            off_argmax += a.word != a.alternatives[0][0]
+    assert off_argmax, "every sampled word was the likeliest: this compared greedy decoding"
 
 
 def test_hard_attention_samples_depend_on_the_seed_and_follow_alpha():

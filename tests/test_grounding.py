@@ -3,7 +3,8 @@ its training targets, and hard attention's self-critical cell sampling."""
 import numpy as np
 import torch
 
-from viewer.grounding import corpus_grounding, detector_recall, entropy, named_classes, ground_words, grid_units, inside_fractions
+from viewer.grounding import (Caption, corpus_grounding, detector_recall, entropy, grid_units, ground_words,
+                              grounding_block, inside_fractions, named_classes, word_class)
 from viewer.models import build_model
 from viewer.models.base import AttentionTargets
 from viewer.vision import Regions
@@ -48,6 +49,36 @@ def test_region_grounding_counts_partial_overlap_and_points_at_the_top_region():
     g = ground_words(["dog", "man"], np.array([[0.7, 0.2, 0.1], [0.7, 0.2, 0.1]]), units, regions)
     assert np.isclose(g[0].inside, 0.7 + 0.1 * 0.5) and g[0].hit
     assert np.isclose(g[1].inside, 0.2 + 0.1 * 0.5) and not g[1].hit   # its top region is the dog's
+
+
+def test_baselines_on_the_same_words_have_their_known_answers():
+    # a dog on the left half (score 0.6), a person on the right half (0.95: the top detection)
+    regions = Regions(np.array([[0, 0, 0.5, 1.0], [0.5, 0, 1, 1], [0, 0, 1, 1]], np.float32),
+                      ["dog", "person", "whole image"], np.array([0.6, 0.95, 1.0], np.float32))
+    left = np.zeros((14, 14))
+    left[:, :7] = 1
+    attention = np.stack([_grid(left), _grid(left)])
+    drawn = np.array([3 * 14 + 10, 3 * 14 + 2])         # cells drawn by hard attention: right, then left
+    dog, man = ground_words(["dog", "man"], attention, grid_units(196), regions, drawn=drawn, image=7)
+    assert np.isclose(dog.uniform, 0.5) and np.isclose(man.uniform, 0.5)   # uniform over cells: the box's share
+    assert dog.hit and not dog.top_detection_hit and not dog.drawn_hit     # the label-blind rule points at the person
+    assert not man.hit and man.top_detection_hit and not man.drawn_hit
+    assert dog.image == man.image == 7 and dog.heatmap_hit is None
+    # region units: uniform over the model's own regions; the heatmap peak is where weights pile up
+    units = np.array([[0, 0, 1, 1], [0.75, 0, 1, 0.25], [0.75, 0, 1, 0.25]], np.float32)
+    boxes = Regions(np.array([[0.625, 0, 1, 0.375]], np.float32), ["dog"], np.ones(1, np.float32))
+    (g,) = ground_words(["dog"], np.array([[0.5, 0.25, 0.25]]), units, boxes, heatmap=True)
+    assert not g.hit and g.heatmap_hit                   # top unit: the whole image; summed peak: the dog
+    assert np.isclose(g.uniform, (0.375 ** 2 + 1 + 1) / 3)
+    block = grounding_block([Caption(0, ["dog", "man"], attention, grid_units(196), regions, drawn)])
+    assert block["pointing"] == 0.5 and block["pointing_top_detection_baseline"] == 0.5
+    assert block["pointing_drawn_cell"] == 0.0 and block["mass_uniform_baseline"] == 0.5
+    assert block["pointing_ci"] == [0.5, 0.5]            # one photo: nothing to resample
+
+
+def test_adjectives_of_sports_do_not_name_a_ball():
+    assert [word_class(w) for w in "a soccer player kicks the football ball".split()] == \
+        [None, None, "person", None, None, None, "sports ball"]
 
 
 def test_detector_recall_counts_classes_named_by_two_references():

@@ -41,6 +41,17 @@ def test_smooth_map_peaks_at_the_attended_cell():
     assert x1 - 20 <= x <= x2 + 20 and y1 - 20 <= y <= y2 + 20
 
 
+@pytest.mark.parametrize("side", [14, 7])
+def test_smooth_is_exactly_the_authors_pyramid_expand(side):
+    """The fast separable form gives the picture of their notebook's call, for any grid side."""
+    from skimage.transform import pyramid_expand
+    from viewer.render import PAPER_SIDE, PAPER_SIGMA, density
+    grid = np.random.default_rng(side).dirichlet(np.full(side * side, 0.3)).reshape(side, side)
+    theirs = pyramid_expand(grid * grid.size / (GRID * GRID), upscale=PAPER_SIDE / side, sigma=PAPER_SIGMA)
+    ours = density(grid, PAPER_SIDE, PAPER_SIDE, "smooth")
+    assert np.allclose(ours, theirs, rtol=1e-5, atol=1e-9 * theirs.max())
+
+
 def test_spotlight_keeps_the_attended_place_and_greys_the_rest():
     rgb = np.zeros((300, 451, 3), np.uint8)
     out = render_heatmap(rgb, _one_hot(0), "blocky", "spotlight", opacity=1.0, scale="stretch")

@@ -56,8 +56,11 @@ def _steer_unit(trace, where: tuple[int, ...]) -> tuple[int, str]:
 def cmd_caption(args) -> int:
     from .images import ImageError, load_photo
     from .pipeline import Captioner
+    from .faithfulness import trace_faithfulness
     from .steer import steer, steer_map
 
+    if args.faithfulness and not args.json:
+        raise ValueError("--faithfulness adds to the JSON trace: use it with --json")
     captioner = Captioner(args.device, checkpoint_dir=args.checkpoints, feature_files=args.features)
     lm = captioner.model(args.model)   # fail early on a bad model or steering spec, before reading photos
     steering = None if args.steer is None else _steer_spec(args.steer, lm.attends_to)
@@ -79,7 +82,12 @@ def cmd_caption(args) -> int:
             unit, where = _steer_unit(trace, steering[1])
             result = steer(captioner, photo, args.model, trace, steering[0], steer_map(trace, unit), settings)
         if args.json:
-            print(json.dumps((trace if steering is None else result.trace).to_json()))
+            shown = trace if steering is None else result.trace
+            obj = shown.to_json()
+            if args.faithfulness:
+                for step, word in zip(obj["steps"], trace_faithfulness(captioner, photo, args.model, shown, levels=())):
+                    step.update(drop_top=round(word.drop_top, 4), drop_random=round(word.drop_random, 4))
+            print(json.dumps(obj))
             continue
         score = f"  (log p = {sum(s.logprob for s in trace.steps):.2f})" if args.force is not None else ""
         print(f"{path}: {trace.caption}{score}")
@@ -89,16 +97,33 @@ def cmd_caption(args) -> int:
     return status
 
 
+MODEL_COLUMNS = [   # (heading, where in the dev metrics); grounding and faithfulness on the forced references
+    ("BLEU-4", ("BLEU-4",)), ("CIDEr", ("CIDEr",)),
+    ("pointing", ("grounding", "references_forced", "pointing")),
+    ("centre", ("grounding", "references_forced", "pointing_centre_baseline")),
+    ("top det.", ("grounding", "references_forced", "pointing_top_detection_baseline")),
+    ("off-centre", ("grounding", "references_forced", "pointing_off_centre")),
+    ("top det.", ("grounding", "references_forced", "pointing_off_centre_top_detection_baseline")),
+    ("mass", ("grounding", "references_forced", "mass_in_box")),
+    ("uniform", ("grounding", "references_forced", "mass_uniform_baseline")),
+    ("drop top", ("grounding", "faithfulness", "drop_top")),
+    ("random", ("grounding", "faithfulness", "drop_random")),
+]
+
+
+def _dig(d: dict, keys: tuple):
+    for k in keys:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
+
+
 def cmd_models(args) -> int:
     from . import checkpoints
     found = checkpoints.available(args.checkpoints)
     if not found:
         print(f"no checkpoints in {args.checkpoints}")
         return 0
-    if not args.json:
-        print("{:14s} {:18s} {:>6} {:>7} {:>7} {:>12} {:>9}".format(
-            "name", "type", "vocab", "BLEU-4", "CIDEr", "mass in box", "pointing"))
-        print("(dev scores; grounding on the references forced through the model, detector boxes as proxies)")
+    rows = []
     for name, path in found.items():
         try:
             meta = checkpoints.read_meta(path)
@@ -106,16 +131,28 @@ def cmd_models(args) -> int:
             print(f"{name}: unusable: {err}")
             continue
         dev = meta.get("dev_metrics", {})
-        info = {"name": name, "type": meta["model_type"], "path": os.path.relpath(path),
-                "vocabulary": len(meta["vocab"]), "dev": dev,
-                "trained": meta.get("training", {}).get("epochs"), "date": meta.get("date")}
         if args.json:
-            print(json.dumps(info))
+            print(json.dumps({"name": name, "type": meta["model_type"], "path": os.path.relpath(path),
+                              "vocabulary": len(meta["vocab"]), "dev": dev, "dev_settings": meta.get("dev_settings"),
+                              "trained": meta.get("training", {}).get("epochs"), "date": meta.get("date")}))
             continue
-        forced = dev.get("grounding", {}).get("references_forced", {})
-        cells = [name, meta["model_type"], len(meta["vocab"]), dev.get("BLEU-4", "-"), dev.get("CIDEr", "-"),
-                 forced.get("mass_in_box", "-"), forced.get("pointing", "-")]
-        print("{:14s} {:18s} {:>6} {:>7} {:>7} {:>12} {:>9}".format(*map(str, cells)))
+        cells = [_dig(dev, keys) for _, keys in MODEL_COLUMNS]
+        split = (meta.get("dev_settings") or {}).get("split", "dev")
+        rows.append([name, meta["model_type"], str(len(meta["vocab"])), split]
+                    + ["-" if c is None else f"{c:g}" for c in cells])
+    if args.json or not rows:
+        return 0
+    head = ["name", "type", "vocab", "scored on"] + [h for h, _ in MODEL_COLUMNS]
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+    print("  ".join(h.ljust(w) if i < 4 else h.rjust(w) for i, (h, w) in enumerate(zip(head, widths))))
+    for r in rows:
+        print("  ".join(c.ljust(w) if i < 4 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    print("Grounding on the references forced through each model, the detector's boxes of the named class as proxies;\n"
+          "beside each figure its baselines on the same words: 'centre' always points at the photo's centre, 'top det.'\n"
+          "at the highest-scoring detection whatever its label, 'uniform' spreads attention evenly over the model's\n"
+          "own cells or regions. 'off-centre': pointing on the words whose boxes miss the centre. 'drop top' / 'random':\n"
+          "how much a named word's log-probability falls (nats) when the units holding half its attention, or as many\n"
+          "random ones, are hidden. `--json` has every figure with its 95% interval.")
     return 0
 
 
@@ -134,8 +171,9 @@ def cmd_import(args) -> int:
 
 def cmd_average(args) -> int:
     from .checkpoints import average, resolve
-    lm = average([resolve(m, args.checkpoints) for m in args.models], args.out)
-    print(f"wrote {lm.path}: the mean of {len(args.models)} {lm.meta['model_type']} checkpoints "
+    lm = average([resolve(m, args.checkpoints) for m in args.models], args.out, args.weights)
+    how = "the mean" if args.weights is None else "the weighted mean (" + ", ".join(map(str, args.weights)) + ")"
+    print(f"wrote {lm.path}: {how} of {len(args.models)} {lm.meta['model_type']} checkpoints "
           f"(score it with `evaluate --model {lm.path}`, ship it with `--ship NAME`)")
     return 0
 
@@ -176,7 +214,8 @@ def cmd_evaluate(args) -> int:
         metrics, captions = evaluate_photos(captioner, args.model, data, args.split, settings)
     else:
         metrics, captions = evaluate_split(loaded, data, args.split, FeatureCache(args.cache), settings,
-                                           device=captioner.device, vision=captioner.vision, heads=args.heads)
+                                           device=captioner.device, vision=captioner.vision, heads=args.heads,
+                                           faithfulness=args.faithfulness)
     out = args.captions_out or f"captions_{loaded.name}_{args.split}.json"
     write_captions(out, captions)
     if args.ship:
@@ -233,7 +272,8 @@ def cmd_bench(args) -> int:
     import glob
     from . import bench
     from .checkpoints import available, brings_own_features, read_meta
-    images = args.images or [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")]
+    from .paths import ASSETS
+    images = args.images or [ASSETS]
     paths = []
     for item in images:
         paths += sorted(glob.glob(os.path.join(item, "*.jpg"))) if os.path.isdir(item) else [item]
@@ -274,6 +314,9 @@ def main(argv=None) -> int:
     p.add_argument("--steer", metavar="STEP:ROW,COL", help="make word STEP (from 1) attend to grid cell ROW,COL "
                    "(from 0), or to region STEP:REGION (region models), and decode on from there; "
                    "--json prints that decode, its steered step marked")
+    p.add_argument("--faithfulness", action="store_true",
+                   help="with --json: every step gets drop_top / drop_random, the drop of its word's log-probability "
+                        "(nats) when the units holding the top half of its attention, or as many random ones, are hidden")
     p.set_defaults(func=cmd_caption)
 
     p = sub.add_parser("models", help="list available models")
@@ -303,6 +346,9 @@ def main(argv=None) -> int:
     p = sub.add_parser("average", help="average the weights of fine-tunes of one model (a model soup)")
     p.add_argument("models", nargs="+", help="checkpoints of one architecture and vocabulary")
     p.add_argument("--out", required=True, help="where to write the averaged checkpoint (.safetensors)")
+    p.add_argument("--weights", nargs="+", type=float, metavar="W",
+                   help="one weight per checkpoint, summing to 1 (default: equal). Two checkpoints with weights "
+                        "1-a, a interpolate between them (WiSE-FT, Wortsman et al. 2022)")
     p.set_defaults(func=cmd_average)
 
     p = sub.add_parser("evaluate", help="score a model on a dataset split")
@@ -314,6 +360,9 @@ def main(argv=None) -> int:
     p.add_argument("--cache")
     p.add_argument("--captions-out")
     p.add_argument("--heads", action="store_true", help="multi-head models: grounding of every layer's heads too")
+    p.add_argument("--faithfulness", action="store_true",
+                   help="how much each forced reference's object words depend on where the model looked "
+                        "(hide the top half of the attention vs random units; deletion curves)")
     p.add_argument("--ship", metavar="NAME", help="also save the model as checkpoints/NAME.safetensors (fp16) "
                                                    "with these scores in its metadata")
     p.add_argument("--json", action="store_true")

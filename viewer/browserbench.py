@@ -34,8 +34,8 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ASSETS = os.path.join(ROOT, "assets")
+from .paths import ASSETS, ROOT
+
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic",

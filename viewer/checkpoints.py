@@ -17,12 +17,12 @@ from safetensors.torch import safe_open, save_file
 
 from .data.vocab import Vocabulary
 from .models import REGISTRY, CaptionModel, build_model
+from .paths import CHECKPOINT_DIR
 from .vision import SPEC, SPEC_KEY, spec_key
 
 ENCODER_PREFIX = "encoder."   # an imported model's own grid encoder, stored next to its decoder
 
 FORMAT = "attention-viewer-checkpoint/1"
-CHECKPOINT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "checkpoints")
 REQUIRED = ("format", "name", "model_type", "hparams", "vocab", "vision_spec_key")
 
 
@@ -156,12 +156,17 @@ def weight_mismatches(model: CaptionModel, tensors: dict[str, torch.Tensor]) -> 
     return problems + [k for k in expected if k in tensors and expected[k].shape != tensors[k].shape]
 
 
-def average(paths: list[str], out: str) -> LoadedModel:
+def average(paths: list[str], out: str, weights: list[float] | None = None) -> LoadedModel:
     """Save the weight average of several checkpoints ("model soup", Wortsman et al. 2022).
 
     Only fine-tunes of one model average meaningfully (same architecture, vocabulary and start):
     e.g. the best epoch, a low-learning-rate continuation and a self-critical epoch of it.
+    `weights` (one per checkpoint, summing to 1; default equal): with two checkpoints, 1 - a and a
+    interpolate from the first to the second (WiSE-FT).
     """
+    weights = [1 / len(paths)] * len(paths) if weights is None else list(weights)
+    if len(weights) != len(paths) or abs(sum(weights) - 1) > 1e-6 or min(weights) < 0:
+        raise CheckpointError(f"give one weight >= 0 per checkpoint ({len(paths)}), summing to 1: got {weights}")
     models = [load(p) for p in paths]
     first = models[0]
     for lm in models[1:]:
@@ -172,12 +177,12 @@ def average(paths: list[str], out: str) -> LoadedModel:
             raise CheckpointError(f"{lm.path}: another architecture, vocabulary or image encoder than {first.path}; "
                                   "cannot average")
     states = [lm.model.state_dict() for lm in models]
-    mean = {k: torch.stack([s[k].float() for s in states]).mean(0) if v.is_floating_point() else v
+    mean = {k: sum(w * s[k].float() for w, s in zip(weights, states)) if v.is_floating_point() else v
             for k, v in states[0].items()}
     first.model.float().load_state_dict(mean)
     extra = {k: v for k, v in first.meta.items() if k in ("training", "imported_from")}
     save(out, first.model, first.vocab, first.name, first.meta["model_type"], first.meta["hparams"],
-         {**extra, "averaged_from": [os.path.abspath(p) for p in paths]}, half=False,
+         {**extra, "averaged_from": [os.path.abspath(p) for p in paths], "average_weights": weights}, half=False,
          vision_spec=first.vision_spec, encoder_tensors=first.encoder_tensors)
     return load(out)
 
@@ -191,8 +196,11 @@ def available(folder: str = CHECKPOINT_DIR) -> dict[str, str]:
 
 
 def resolve(name_or_path: str, folder: str = CHECKPOINT_DIR) -> str:
-    """A model name from checkpoints/ or a path to a checkpoint file."""
+    """A model name from checkpoints/ or a path to a checkpoint file, with or without its .safetensors
+    (`import --out runs/x` writes runs/x.safetensors, which `--model runs/x` then finds)."""
     if os.path.sep in name_or_path or name_or_path.endswith(".safetensors") or os.path.isfile(name_or_path):
+        if not os.path.isfile(name_or_path) and os.path.isfile(name_or_path + ".safetensors"):
+            return name_or_path + ".safetensors"
         return name_or_path
     found = available(folder)
     if name_or_path not in found:

@@ -16,6 +16,7 @@ so a forced prefix up to that step then shows what the model says when made to l
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -63,15 +64,29 @@ class Hypothesis:
     score: float = 0.0               # length-normalised total log-probability
 
 
+class Ending(NamedTuple):
+    """Where a hypothesis stops: enough for `_backtrack` to rebuild it through the back-pointers."""
+
+    score: float         # total log-probability, before length normalisation
+    step: int            # the step that emitted `word`
+    row: int             # the live row (image * k + beam) that `word` extended
+    word: int            # the last token: <end> for a finished hypothesis
+    logprob: float       # that token's log-probability
+    finished: bool = True
+
+
 @torch.no_grad()
 def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, settings: DecodeSettings,
            vocab: Vocabulary, prefixes: list[list[int]] | None = None,
-           steer: tuple[int, torch.Tensor] | None = None) -> list[list[Hypothesis]]:
+           steer: tuple[int, torch.Tensor] | None = None, init_mask: torch.Tensor | None = None
+           ) -> list[list[Hypothesis]]:
     """Decode a batch of images; returns, per image, its hypotheses best first (beam: `beam_size`).
 
     <pad> and <start> are never generated (a forced prefix may still contain anything).
     `steer` = (t, maps (n_img, K), rows summing to 1): every beam of image i attends to maps[i]
     at step t instead of where the model would look; the other steps are the model's own.
+    `init_mask`: what the initial state sees, if not `mask` (faithfulness.py: hide units from the
+    attention only, keeping them in the mean feature that starts an LSTM).
     """
     start, end = vocab.start, vocab.end
     model.eval()
@@ -85,7 +100,8 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     max_len = longest if settings.strategy == "forced" else max(settings.max_len, longest + 1)
 
     seeds = torch.full((n_img,), settings.seed, dtype=torch.long, device=device)
-    state = model.init_state(feats, mask, seeds)
+    state = model.init_state(feats, mask if init_mask is None else init_mask, seeds)
+    state["mask"] = mask
     state = reorder(state, torch.arange(n_img, device=device).repeat_interleave(k))
     words = torch.full((n_img * k,), start, dtype=torch.long, device=device)
     scores = torch.full((n_img, k), float("-inf"), device=device)
@@ -93,7 +109,7 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     generator = torch.Generator(device=device).manual_seed(settings.seed)
     banned = torch.tensor([vocab.pad, vocab.start], device=device)
     history: list[dict] = []
-    finished: list[list[tuple]] = [[] for _ in range(n_img)]
+    finished: list[list[Ending]] = [[] for _ in range(n_img)]
 
     for t in range(max_len):
         if steer is not None and t == steer[0]:
@@ -116,7 +132,7 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
                 if word != end:
                     live.append((row, word, score, lp))
                 elif rank < k:
-                    finished[i].append((score, t, row, word, lp))
+                    finished[i].append(Ending(score, t, row, word, lp))
             live += [(i * k, end, float("-inf"), 0.0)] * (k - len(live))  # dead filler rows
             for row, word, score, lp in live:
                 parents.append(row); new_words.append(word); new_scores.append(score); word_lp.append(lp)
@@ -126,7 +142,8 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
         scores = torch.tensor(new_scores, device=device).view(n_img, k)
         if all(len(f) >= k for f in finished) or bool(torch.isinf(scores).all()):
             break
-        state = reorder(state, parents_t)
+        if k > 1:   # one row per image (greedy, sampling, forced) never moves
+            state = reorder(state, parents_t, model.image_state)
         words = torch.tensor(new_words, device=device)
 
     return _collect(history, finished, scores, n_img, k, settings.length_penalty)
@@ -171,22 +188,23 @@ def _collect(history, finished, scores, n_img, k, length_penalty) -> list[list[H
     last = len(history) - 1
     results = []
     for i in range(n_img):
-        ends = [(s, t, row, w, lp, True) for s, t, row, w, lp in finished[i]]
+        ends = list(finished[i])
         if len(ends) < k:   # no (or too few) beams ended: return the live ones, marked unfinished
             for j in range(k):
                 r = i * k + j
                 s = scores[i, j].item()
                 if s != float("-inf") and len(ends) < k:
                     rec = history[last]
-                    ends.append((s, last, rec["parent"][r], rec["word"][r], rec["word_lp"][r], False))
-        hyps = [_backtrack(history, stacked, *e, length_penalty) for e in ends]
+                    ends.append(Ending(s, last, rec["parent"][r], rec["word"][r], rec["word_lp"][r], finished=False))
+        hyps = [_backtrack(history, stacked, e, length_penalty) for e in ends]
         results.append(sorted(hyps, key=lambda h: -h.score))
     return results
 
 
-def _backtrack(history, stacked, score, t_end, row, word, lp, done, length_penalty) -> Hypothesis:
-    rows, tokens, lps = [row], [word], [lp]
-    for t in range(t_end - 1, -1, -1):
+def _backtrack(history, stacked, end: Ending, length_penalty) -> Hypothesis:
+    row = end.row
+    rows, tokens, lps = [row], [end.word], [end.logprob]
+    for t in range(end.step - 1, -1, -1):
         rec = history[t]
         tokens.append(rec["word"][row]); lps.append(rec["word_lp"][row])
         row = rec["parent"][row]
@@ -197,5 +215,5 @@ def _backtrack(history, stacked, score, t_end, row, word, lp, done, length_penal
     pick = lambda key: None if stacked[key] is None else stacked[key][steps, idx]  # noqa: E731
     return Hypothesis(tokens=tokens, logprobs=lps, attention=pick("attention"), top_ids=pick("top_ids"),
                       top_logprobs=pick("top_lp"), beta=pick("beta"), sample=pick("sample"), heads=pick("heads"),
-                      finished=done,
-                      score=score / (len(tokens) ** length_penalty))
+                      finished=end.finished,
+                      score=end.score / (len(tokens) ** length_penalty))

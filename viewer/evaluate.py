@@ -19,7 +19,8 @@ import numpy as np
 
 from .data.vocab import tokenize
 from .decoding import DecodeSettings, Hypothesis, decode
-from .grounding import PROXY_BOXES, detector_recall, grid_units, grounding_block, trace_units
+from .faithfulness import faithfulness_block, measure
+from .grounding import PROXY_BOXES, Caption, detector_recall, grid_units, grounding_block, trace_units
 from .images import load_photo
 from .vision import model_inputs
 
@@ -107,45 +108,67 @@ def caption_text(loaded, hyp: Hypothesis) -> str:
     return " ".join(w for w in loaded.vocab.decode(hyp.tokens) if w != "<end>")
 
 
-def _samples(loaded, items, hyps: list[Hypothesis], head: tuple[int, int] | None = None):
-    """(words, attention, units, proxy regions) of decoded hypotheses for `grounding_block`; with
-    `head` (layer, head), that head's cross-attention instead of the summary map."""
-    for item, hyp in zip(items, hyps):
+def _captions(loaded, items, images: list[int], hyps: list[Hypothesis], head: tuple[int, int] | None = None):
+    """`grounding.Caption`s of decoded hypotheses (items[i] is photo images[i]); with `head`
+    (layer, head), that head's cross-attention instead of the summary map."""
+    for item, image, hyp in zip(items, images, hyps):
         attention = (hyp.attention if head is None else hyp.heads[:, head[0], head[1]]).double().numpy()
         units = grid_units(attention.shape[1]) if loaded.attends_to == "grid" else item.regions.boxes
-        yield loaded.vocab.decode(hyp.tokens), attention, units, item.regions
+        yield Caption(image, loaded.vocab.decode(hyp.tokens), attention, units, item.regions,
+                      None if hyp.sample is None or head is not None else hyp.sample.numpy(),
+                      loaded.attends_to == "regions")
 
 
 def grounding_report(loaded, data, paths, items, generated: dict[str, Hypothesis], device="cpu",
-                     heads: bool = False) -> dict:
+                     heads: bool = False, faithfulness: bool = False) -> dict:
     """Grounding on the model's own captions and on every reference forced through it (same words for
-    all models); with `heads`, also every head of a multi-head model on the forced references."""
-    rows = [(item, loaded.vocab.encode(ref) + [loaded.vocab.end]) for p, item in zip(paths, items)
+    all models); with `heads`, also every head of a multi-head model on the forced references; with
+    `faithfulness`, how much the forced references' object words depend on where the model looked."""
+    rows = [(i, loaded.vocab.encode(ref) + [loaded.vocab.end]) for i, p in enumerate(paths)
             for ref in data.captions[p]]
-    repeated = [item for item, _ in rows]
+    repeated = [items[i] for i, _ in rows]
     forced = list(generate(loaded, repeated, list(range(len(rows))), DecodeSettings(strategy="forced"),
                            device=device, prefixes=[ids for _, ids in rows]).values())
+    images = [i for i, _ in rows]
     report = _report([data.captions[p] for p in paths], [it.regions for it in items],
-                     _samples(loaded, items, [generated[p] for p in paths]), _samples(loaded, repeated, forced))
+                     _captions(loaded, items, list(range(len(items))), [generated[p] for p in paths]),
+                     _captions(loaded, repeated, images, forced))
     if heads and forced[0].heads is not None:
         n_layers, n_heads = forced[0].heads.shape[1:3]
         keep = ("mass_in_box", "pointing", "pointing_off_centre", "entropy")
         report["heads_forced"] = {
             f"layer {i + 1} head {j + 1}": {k: block[k] for k in keep}
             for i in range(n_layers) for j in range(n_heads)
-            for block in [grounding_block(_samples(loaded, repeated, forced, (i, j)))]}
+            for block in [grounding_block(_captions(loaded, repeated, images, forced, (i, j)))]}
+    if faithfulness:
+        report["faithfulness"] = faithfulness_report(loaded, items, rows, forced, device)
     return report
 
 
-def _report(references, regions, own_samples, forced_samples) -> dict:
+def faithfulness_report(loaded, items, rows, forced: list[Hypothesis], device="cpu", batch_images: int = 100) -> dict:
+    """`faithfulness.measure` on the forced references' object words, a chunk of photos at a time."""
+    words = []
+    for start in range(0, len(items), batch_images):
+        feats, mask = model_inputs(items[start:start + batch_images], loaded.attends_to, device)
+        chosen = [r for r, (i, _) in enumerate(rows) if start <= i < start + batch_images]
+        found = measure(loaded.model, loaded.vocab, feats, mask, [(rows[r][0] - start, rows[r][1]) for r in chosen],
+                        [forced[r].attention.numpy() for r in chosen], seed=start)
+        for w in found:
+            w.image += start
+        words += found
+    return faithfulness_block(words)
+
+
+def _report(references, regions, own_captions, forced_captions) -> dict:
     return {"boxes": PROXY_BOXES, "detector_recall": detector_recall(references, regions),
-            "generated": grounding_block(own_samples), "references_forced": grounding_block(forced_samples)}
+            "generated": grounding_block(own_captions), "references_forced": grounding_block(forced_captions)}
 
 
 def evaluate_split(loaded, data, split: str, cache, settings: DecodeSettings, device="cpu",
-                   meteor: bool = True, vision=None, heads: bool = False) -> tuple[dict, dict[str, str]]:
-    """Generate captions for a split and score them (captions and grounding, per head with `heads`);
-    returns (metrics, captions by image path)."""
+                   meteor: bool = True, vision=None, heads: bool = False, faithfulness: bool = False
+                   ) -> tuple[dict, dict[str, str]]:
+    """Generate captions for a split and score them (captions and grounding, per head with `heads`,
+    faithfulness with `faithfulness`); returns (metrics, captions by image path)."""
     paths = data.split(split)
     if vision is not None:
         cache.build(paths, vision)
@@ -156,7 +179,7 @@ def evaluate_split(loaded, data, split: str, cache, settings: DecodeSettings, de
     captions = {p: caption_text(loaded, h) for p, h in hyps.items()}
     metrics = score_captions(captions, {p: data.captions[p] for p in paths}, meteor=meteor)
     metrics["images_per_s"] = round(len(paths) / max(seconds, 1e-9), 1)
-    metrics["grounding"] = grounding_report(loaded, data, paths, items, hyps, device, heads)
+    metrics["grounding"] = grounding_report(loaded, data, paths, items, hyps, device, heads, faithfulness)
     return metrics, captions
 
 
@@ -176,22 +199,25 @@ def evaluate_photos(captioner, model: str, data, split: str, settings: DecodeSet
         regions = [captioner.vision.detector.detect(photo.rgb) for photo in photos]   # proxy boxes only: no grid
         for p, traces, reg in zip(chunk, captioner.caption(photos, model, settings), regions):
             captions[p] = traces[0].caption
-            own.append((traces[0], reg))
-        refs = [(photo, ref, reg) for photo, p, reg in zip(photos, chunk, regions) for ref in data.captions[p]]
-        traces = captioner.force([r[0] for r in refs], model, [r[1] for r in refs])
-        forced += [(trace, r[2]) for trace, r in zip(traces, refs)]
+            own.append((len(own), traces[0], reg))
+        refs = [(i + j, photo, ref, reg) for j, (photo, p, reg) in enumerate(zip(photos, chunk, regions))
+                for ref in data.captions[p]]
+        traces = captioner.force([r[1] for r in refs], model, [r[2] for r in refs])
+        forced += [(r[0], trace, r[3]) for trace, r in zip(traces, refs)]
     seconds = time.time() - start
     metrics = score_captions(captions, {p: data.captions[p] for p in paths}, meteor=meteor)
     metrics["images_per_s"] = round(len(paths) / max(seconds, 1e-9), 1)
-    metrics["grounding"] = _report([data.captions[p] for p in paths], [reg for _, reg in own],
-                                   _trace_samples(own), _trace_samples(forced))
+    metrics["grounding"] = _report([data.captions[p] for p in paths], [reg for _, _, reg in own],
+                                   _trace_captions(own), _trace_captions(forced))
     return metrics, captions
 
 
-def _trace_samples(pairs):
-    """(words, attention, units, proxy regions) of (trace, regions) pairs for `grounding_block`."""
-    for trace, regions in pairs:
-        yield [s.word for s in trace.steps], np.stack([s.attention for s in trace.steps]), trace_units(trace), regions
+def _trace_captions(pairs):
+    """`grounding.Caption`s of (photo index, trace, proxy regions)."""
+    for image, trace, regions in pairs:
+        drawn = None if trace.steps[0].sample is None else np.array([s.sample for s in trace.steps])
+        yield Caption(image, [s.word for s in trace.steps], np.stack([s.attention for s in trace.steps]),
+                      trace_units(trace), regions, drawn, trace.attends_to == "regions")
 
 
 def write_captions(path: str, captions: dict[str, str]) -> None:

@@ -10,22 +10,29 @@ the feature cache). Per word we measure
   the baseline that always points at the photo's centre, and pointing on the words whose boxes
   miss the centre, where that baseline scores 0);
 - entropy of the word's attention (nats; uniform over K units is log K).
+Every figure stands beside baselines of the same kind on the same words: uniform attention over
+the model's own units (its mass in box), always pointing at the centre, and the label-blind rule
+"point at the highest-scoring detection" (which the proxy boxes favour, since they ARE detections);
+hard attention also points with the cell it drew, region models also with the peak of the pixel
+heatmap their views draw. Means come with image-level bootstrap 95% intervals (`bootstrap_ci`).
 The same fractions are the targets of the attention supervision loss (`models.base`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from .data.vocab import tokenize
 from .images import cell_boxes, grid_side
-from .vision.regions import Regions
+from .vision.regions import CONTEXT, Regions
 
 RASTER = 112   # side of the raster that box unions are drawn on
 PROXY_BOXES = "proxy boxes: the COCO SSD detector's boxes of the named class on the same photo"
 
-# caption word -> COCO class; plural forms are handled by `word_class`
+# caption word -> COCO class; plural forms are handled by `word_class`. Sports words that are mostly
+# adjectives ("soccer player", "football game") are left out: the ball is named by "ball".
 SYNONYMS = {
     "man": "person", "men": "person", "woman": "person", "women": "person", "boy": "person", "girl": "person",
     "people": "person", "person": "person", "child": "person", "children": "person", "kid": "person",
@@ -35,7 +42,7 @@ SYNONYMS = {
     "bike": "bicycle", "bicycle": "bicycle", "motorcycle": "motorcycle", "motorbike": "motorcycle",
     "car": "car", "truck": "truck", "bus": "bus", "train": "train", "boat": "boat", "horse": "horse",
     "bird": "bird", "sheep": "sheep", "cow": "cow", "elephant": "elephant", "bear": "bear", "zebra": "zebra",
-    "giraffe": "giraffe", "ball": "sports ball", "football": "sports ball", "soccer": "sports ball",
+    "giraffe": "giraffe", "ball": "sports ball",
     "frisbee": "frisbee", "kite": "kite", "skateboard": "skateboard", "surfboard": "surfboard",
     "umbrella": "umbrella", "bench": "bench", "chair": "chair", "couch": "couch", "sofa": "couch",
     "bed": "bed", "table": "dining table", "cup": "cup", "mug": "cup", "bottle": "bottle", "bowl": "bowl",
@@ -104,11 +111,20 @@ class Grounding:
     area: float | None = None     # the boxes' share of the photo
     hit: bool | None = None       # pointing game: the most attended unit's centre is inside a box
     centre_hit: bool | None = None  # the baseline that always points at the photo's centre
+    uniform: float | None = None  # baseline: mass in box of uniform attention over the model's units
+    top_detection_hit: bool | None = None   # baseline: pointing at the highest-scoring detection (label-blind)
+    drawn_hit: bool | None = None   # hard attention: pointing with the cell it drew
+    heatmap_hit: bool | None = None  # region models: pointing at the peak of the summed-weight heatmap
+    image: int = 0                # which photo (for image-level bootstrap intervals)
 
 
-def ground_words(words: list[str], attention: np.ndarray, units: np.ndarray, regions: Regions) -> list[Grounding]:
-    """Per object word: how much of its attention (row t of `attention`, over `units`) lies on its boxes."""
+def ground_words(words: list[str], attention: np.ndarray, units: np.ndarray, regions: Regions,
+                 drawn: np.ndarray | None = None, heatmap: bool = False, image: int = 0) -> list[Grounding]:
+    """Per object word: how much of its attention (row t of `attention`, over `units`) lies on its
+    boxes, and the baselines on the same word. `drawn` (T,): hard attention's sampled cells;
+    `heatmap`: also point at the peak of the summed region weights (region models)."""
     labels = np.array(regions.labels)
+    top = top_detection(regions)
     out = []
     for t, word in enumerate(words):
         cls = word_class(word)
@@ -116,13 +132,33 @@ def ground_words(words: list[str], attention: np.ndarray, units: np.ndarray, reg
             continue
         boxes = regions.boxes[labels == cls]
         if not len(boxes):
-            out.append(Grounding(t, word, cls))
+            out.append(Grounding(t, word, cls, image=image))
             continue
-        a = attention[t]
-        out.append(Grounding(t, word, cls, float((a * inside_fractions(units, boxes)).sum()),
-                             float(union_mask(boxes, RASTER).mean()), centre_inside(units[int(np.argmax(a))], boxes),
-                             centre_inside(np.array([0.5, 0.5, 0.5, 0.5]), boxes)))
+        a, inside = attention[t], inside_fractions(units, boxes)
+        out.append(Grounding(
+            t, word, cls, float((a * inside).sum()), float(union_mask(boxes, RASTER).mean()),
+            centre_inside(units[int(np.argmax(a))], boxes), centre_inside(np.array([0.5, 0.5, 0.5, 0.5]), boxes),
+            uniform=float(inside.mean()), top_detection_hit=None if top is None else centre_inside(top, boxes),
+            drawn_hit=None if drawn is None else centre_inside(units[int(drawn[t])], boxes),
+            heatmap_hit=centre_inside(heatmap_peak(units, a), boxes) if heatmap else None, image=image))
     return out
+
+
+def top_detection(regions: Regions) -> np.ndarray | None:
+    """The box of the highest-scoring detection (context regions are not detections), or None."""
+    found = [i for i, label in enumerate(regions.labels) if label not in CONTEXT]
+    return None if not found else regions.boxes[max(found, key=lambda i: float(regions.scores[i]))]
+
+
+def heatmap_peak(units: np.ndarray, weights: np.ndarray, raster: int = RASTER) -> np.ndarray:
+    """The raster pixel (as a tiny box) where the units' weights, summed per pixel, peak: the
+    brightest place of a region model's view."""
+    total = np.zeros((raster, raster))
+    for box, w in zip(np.clip(np.asarray(units, np.float64), 0, 1), weights):
+        total += w * union_mask(box, raster)
+    y, x = np.unravel_index(int(np.argmax(total)), total.shape)
+    cx, cy = (x + 0.5) / raster, (y + 0.5) / raster
+    return np.array([cx, cy, cx, cy])
 
 
 def trace_units(trace) -> np.ndarray:
@@ -159,26 +195,69 @@ def detector_recall(references: list[list[str]], regions: list[Regions]) -> floa
     return round(float(np.mean([cls in reg.labels for cls, reg in pairs])), 4) if pairs else None
 
 
-def grounding_block(samples) -> dict:
-    """The grounding block of an evaluation, from (words, attention (T, K), units (K, 4), proxy
-    regions) per decoded caption: means over every detected object word and over all words' entropy."""
+class Caption(NamedTuple):
+    """One decoded or forced caption, as grounding reads it."""
+    image: int                  # which photo (captions of one photo share it)
+    words: list[str]
+    attention: np.ndarray       # (T, K)
+    units: np.ndarray           # (K, 4) normalised boxes of the cells or regions attended
+    regions: Regions            # the proxy boxes
+    drawn: np.ndarray | None = None   # (T,) hard attention's sampled cells
+    heatmap: bool = False       # region models: also point at the peak of the summed-weight heatmap
+
+
+def grounding_block(captions) -> dict:
+    """The grounding block of an evaluation from `Caption`s: means over every detected object word
+    and over all words' entropy, with their baselines and bootstrap intervals."""
     items, entropies, uniform = [], [], []
-    for words, attention, units, regions in samples:
-        attention = np.asarray(attention, np.float64)[:, :len(units)]   # batches pad regions; padding weighs 0
-        items += ground_words(words, attention, units, regions)
-        emitted = [a for a, w in zip(attention, words) if w != "<end>"]
+    for c in captions:
+        attention = np.asarray(c.attention, np.float64)[:, :len(c.units)]   # batches pad regions; padding weighs 0
+        items += ground_words(c.words, attention, c.units, c.regions, c.drawn, c.heatmap, c.image)
+        emitted = [a for a, w in zip(attention, c.words) if w != "<end>"]
         entropies += [entropy(a) for a in emitted]
-        uniform += [float(np.log(len(units)))] * len(emitted)
+        uniform += [float(np.log(len(c.units)))] * len(emitted)
     return corpus_grounding(items, entropies, uniform)
 
 
+def bootstrap_ci(values, images, n: int = 1000, seed: int = 0) -> list[float] | None:
+    """Image-level bootstrap 95% interval of the mean of `values` (one per word; `images` says
+    whose photo each is): photos are resampled with replacement, their words kept together."""
+    values, images = np.asarray(values, np.float64), np.asarray(images)
+    if not len(values):
+        return None
+    ids, inverse = np.unique(images, return_inverse=True)
+    sums, counts = np.bincount(inverse, values, len(ids)), np.bincount(inverse, minlength=len(ids))
+    draw = np.random.default_rng(seed).integers(0, len(ids), (n, len(ids)))
+    means = sums[draw].sum(1) / np.maximum(counts[draw].sum(1), 1)
+    return [round(float(v), 4) for v in np.percentile(means, [2.5, 97.5])]
+
+
 def corpus_grounding(items: list[Grounding], entropies: list[float], uniform: list[float]) -> dict:
-    """Means over every detected object word of a split, and the words' mean entropy."""
+    """Means over every detected object word of a split beside their baselines, the words' mean
+    entropy, and bootstrap intervals of the main means."""
     seen = [g for g in items if g.inside is not None]
-    mean = (lambda xs: round(float(np.mean(xs)), 4) if xs else None)  # noqa: E731
-    return {"object_words": len(items), "detected": len(seen),
-            "mass_in_box": mean([g.inside for g in seen]), "box_area": mean([g.area for g in seen]),
-            "pointing": mean([float(g.hit) for g in seen]),
-            "pointing_centre_baseline": mean([float(g.centre_hit) for g in seen]),
-            "pointing_off_centre": mean([float(g.hit) for g in seen if not g.centre_hit]),   # a centre prior scores 0
-            "entropy": mean(entropies), "entropy_uniform": mean(uniform)}
+    off = [g for g in seen if not g.centre_hit]
+    mean = (lambda xs: round(float(np.mean(xs)), 4) if len(xs) else None)  # noqa: E731
+    ci = (lambda gs, f: bootstrap_ci([f(g) for g in gs], [g.image for g in gs]))  # noqa: E731
+    block = {"object_words": len(items), "detected": len(seen),
+             "mass_in_box": mean([g.inside for g in seen]), "mass_in_box_ci": ci(seen, lambda g: g.inside),
+             "mass_uniform_baseline": mean([g.uniform for g in seen]), "box_area": mean([g.area for g in seen]),
+             "pointing": mean([float(g.hit) for g in seen]), "pointing_ci": ci(seen, lambda g: float(g.hit)),
+             "pointing_centre_baseline": mean([float(g.centre_hit) for g in seen]),
+             "pointing_top_detection_baseline": mean([float(g.top_detection_hit) for g in seen
+                                                      if g.top_detection_hit is not None]),
+             "off_centre_words": len(off),
+             "pointing_off_centre": mean([float(g.hit) for g in off]),   # a centre prior scores 0
+             "pointing_off_centre_ci": ci(off, lambda g: float(g.hit)),
+             "pointing_off_centre_top_detection_baseline": mean([float(g.top_detection_hit) for g in off
+                                                                 if g.top_detection_hit is not None]),
+             "entropy": mean(entropies), "entropy_uniform": mean(uniform)}
+    drawn = [g for g in seen if g.drawn_hit is not None]
+    if drawn:
+        block["pointing_drawn_cell"] = mean([float(g.drawn_hit) for g in drawn])
+        block["pointing_drawn_cell_ci"] = ci(drawn, lambda g: float(g.drawn_hit))
+    heat = [g for g in seen if g.heatmap_hit is not None]
+    if heat:
+        block["pointing_heatmap_peak"] = mean([float(g.heatmap_hit) for g in heat])
+        block["pointing_heatmap_peak_ci"] = ci(heat, lambda g: float(g.heatmap_hit))
+    return block

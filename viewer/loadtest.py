@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from .paths import ASSETS
 
 
 def one_session(url: str, photo: str, model: str, max_steps: int = 12) -> dict:
@@ -74,7 +75,7 @@ def main(argv=None) -> int:
     parser.add_argument("url")
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--model", default="sat-soft")
-    parser.add_argument("--photos", default=os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets"))
+    parser.add_argument("--photos", default=ASSETS)
     args = parser.parse_args(argv)
     photos = sorted(os.path.join(args.photos, n) for n in os.listdir(args.photos) if n.endswith(".jpg"))
     result = run_load(args.url, photos, args.model, args.clients)

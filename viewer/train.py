@@ -1,9 +1,10 @@
 """Train a decoder on cached image features: resumable, logged, early-stopped on dev CIDEr.
 
 Speed matters on a 2-core CPU, so a batch is B images with ALL their captions: each image's
-feature projections are computed once for its five captions, images of similar caption lengths
-are batched together, and the loss is one cross-entropy call per batch. `ground_weight` adds
-attention supervision toward the detector's boxes of the objects the words name.
+feature projections are computed once for its five captions, images are batched with others of
+similar longest-caption length from the same random pool (`length_buckets`), and the loss is one
+cross-entropy call per batch. `ground_weight` adds attention supervision toward the detector's
+boxes of the objects the words name.
 
 Files in --out: `last.safetensors` (fp32, with optimizer state in `last.optim.pt`, tensors
 only), `best.safetensors` (fp16, the one to ship), `log.jsonl` (one line per epoch).
@@ -113,7 +114,12 @@ class GroundingTargets:
 
 
 def length_buckets(paths, encoded, batch_images: int, rng: random.Random, pool: int = 20) -> list[list[str]]:
-    """Shuffled batches of images whose longest captions are similar, so little time goes to padding."""
+    """Batches with little padding whose order is still random.
+
+    The images are shuffled and cut into pools of `pool` batches; within a pool they are sorted
+    by their longest caption and cut into batches; the batches of all pools are then shuffled.
+    Nothing is sorted across pools, and the captions inside a batch keep their order.
+    """
     order = paths[:]
     rng.shuffle(order)
     batches = []

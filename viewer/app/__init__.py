@@ -19,10 +19,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def create_app(device: str | None = None, checkpoint_dir: str | None = None, data: str | None = None,
-               features: str | None = None):
+               features: str | None = None, lecture: bool = False):
     """Build the Blocks app and its Studio (models load lazily on first use).
 
-    `features`: precomputed features for imported models, found by the uploaded file's name."""
+    `features`: precomputed features for imported models, found by the uploaded file's name;
+    `lecture`: start in lecture mode (big type, the view filling the screen, keys for a projector)."""
     from ..checkpoints import CHECKPOINT_DIR
     from ..data.datasets import load_dataset
     from ..pipeline import Captioner
@@ -31,7 +32,7 @@ def create_app(device: str | None = None, checkpoint_dir: str | None = None, dat
 
     studio = Studio(Captioner(device, checkpoint_dir=checkpoint_dir or CHECKPOINT_DIR, feature_files=features),
                     dataset=load_dataset(data) if data else None)
-    return build(studio), studio
+    return build(studio, lecture=lecture), studio
 
 
 def launch(demo, host: str = "127.0.0.1", port: int | None = None, block: bool = True, share: bool = False):
@@ -41,7 +42,7 @@ def launch(demo, host: str = "127.0.0.1", port: int | None = None, block: bool =
         head=KEYS, ssr_mode=False, prevent_thread_lock=not block, max_file_size="60mb", quiet=not block)
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="launch.py", description="Start the attention viewer.")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: this machine only)")
     parser.add_argument("--port", type=int, default=7860)
@@ -52,14 +53,21 @@ def main(argv=None) -> int:
     parser.add_argument("--features", help="precomputed features for imported Up-Down models (.tsv, .hdf5 or a "
                                            "folder of .npz), looked up by the uploaded photo's file name")
     parser.add_argument("--share", action="store_true", help="ask Gradio for a public link (needs internet)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--lecture", action="store_true", help="start in lecture mode: big caption, the view "
+                        "filling the screen, dark; keys: space play/pause, arrows word, 1-3 model, F full screen, "
+                        "Esc back (the Lecture mode toggle switches it at any time)")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)   # Gradio's own start-up requests
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: binding to {args.host}: anyone who can reach this machine can use the viewer",
               file=sys.stderr)
     try:
-        demo, studio = create_app(args.device, args.checkpoints, args.data, args.features)
+        demo, studio = create_app(args.device, args.checkpoints, args.data, args.features, lecture=args.lecture)
     except (ValueError, OSError) as err:   # a bad --data or --features: one line, no traceback
         print(f"error: {err}", file=sys.stderr)
         return 2

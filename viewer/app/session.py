@@ -27,15 +27,16 @@ from ..decoding import DecodeSettings
 from ..diagnose import cell_at, occlude, sanity
 from ..grounding import grounding, grounding_summary
 from ..evaluate import caption_scores
+from ..faithfulness import DRAWS, LEVELS, trace_faithfulness
 from ..triage import list_runs, read_run
 from ..images import Photo, load_photo
+from ..paths import TRIAGE_DIR
 from ..pipeline import Captioner, photo_key
 from ..render import (render_cells, render_coverage, render_figure, render_gif, render_heads, render_step,
                       render_strip)
 from ..steer import SteerResult, steer, steer_map
 from ..trace import AttentionTrace
 
-TRIAGE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "triage")
 STRATEGY_LABELS = {"Beam search": "beam", "Greedy": "greedy", "Sampling": "sample"}
 
 
@@ -93,6 +94,31 @@ def display_copy(photo: Photo, side: int = VIEW_SIDE, min_side: int = MIN_VIEW_S
                                                        Image.Resampling.BILINEAR))
 
 
+def jpeg(rgb: np.ndarray, quality: int = 90) -> bytes:
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, "JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def view_key(ex: "Exploration") -> bytes:
+    """A digest of what a view of `ex`'s current trace depends on: the photo as drawn and every
+    word's attention (a view's name, so equal views of equal decodes share one file)."""
+    h = hashlib.sha1(repr(ex.display.shape).encode())
+    h.update(np.ascontiguousarray(ex.display[::8, ::8]).tobytes())
+    trace = ex.trace
+    h.update(repr((trace.model, trace.attends_to, trace.width, trace.height, trace.region_labels,
+                   [(s.word, s.logprob, s.beta, s.sample, s.steered) for s in trace.steps])).encode())
+    for s in trace.steps:
+        h.update(np.ascontiguousarray(s.attention).tobytes())
+        if s.heads is not None:
+            h.update(np.ascontiguousarray(s.heads).tobytes())
+    for extra in (trace.region_boxes, trace.region_scores):
+        if extra is not None:
+            h.update(np.ascontiguousarray(extra).tobytes())
+    return h.digest()
+
+
 @dataclass
 class Exploration:
     photo: Photo
@@ -128,9 +154,6 @@ class Studio:
         self.max_decodes, self.max_exports = max_decodes, max_exports
         self._decodes: OrderedDict[tuple, list[AttentionTrace]] = OrderedDict()
         self._lock = threading.Lock()
-        self.max_views = 4000
-        self._views: OrderedDict[tuple, tuple[AttentionTrace, str]] = OrderedDict()
-        self._views_lock = threading.Lock()
         self._renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prerender")
         self.export_dir = tempfile.mkdtemp(prefix="attention-viewer-")
         atexit.register(self.close)
@@ -197,23 +220,19 @@ class Studio:
         return [self.decode(photo, m, settings)[0] for m in models]
 
     # --- images for the UI ----------------------------------------------------------------------
-    def image_file(self, rgb: np.ndarray | None, max_files: int = 2000, quality: int = 90) -> str | None:
-        """A rendered view as a JPEG file named by its content, written atomically.
+    @property
+    def view_dir(self) -> str:
+        """Where rendered views live; the app serves this folder as it is (no copy per reply), so the
+        browser can fetch every word's view by a name it was given in advance (`view_paths`)."""
+        return os.path.join(self.export_dir, "views")
 
-        JPEG: a 1280-pixel view is about 10x smaller than a PNG and quicker to encode, which is
-        most of what a step costs. Gradio's own array-to-file step rewrites the same hashed file
-        in place, so two sessions showing the same picture could serve each other half-written
-        files; a renamed-into-place file never is. Only the newest `max_files` views are kept.
-        """
-        if rgb is None:
-            return None
-        from PIL import Image
-        buf = io.BytesIO()
-        Image.fromarray(rgb).save(buf, "JPEG", quality=quality)
-        data = buf.getvalue()
-        folder = os.path.join(self.export_dir, "views")
+    def _write(self, name: str, data: bytes, max_files: int = 4000) -> str:
+        """Write a file into view_dir atomically. Gradio's own array-to-file step rewrites the same
+        hashed file in place, so two sessions showing the same picture could serve each other
+        half-written files; a renamed-into-place file never is. Only the newest files are kept."""
+        folder = self.view_dir
         os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, hashlib.sha1(data).hexdigest() + ".jpg")
+        path = os.path.join(folder, name)
         if not os.path.exists(path):
             fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
@@ -226,29 +245,40 @@ class Studio:
                         os.remove(os.path.join(folder, old))
         return path
 
+    def image_file(self, rgb: np.ndarray | None) -> str | None:
+        """A rendered picture as a JPEG file named by its content (a 1280-pixel view is about 10x
+        smaller than a PNG and quicker to encode, which is most of what showing one costs)."""
+        if rgb is None:
+            return None
+        data = jpeg(rgb)
+        return self._write(hashlib.sha1(data).hexdigest() + ".jpg", data)
+
+    def view_path(self, ex: Exploration, style: Style, t: int, kind: str = "overlay") -> str:
+        """Where word t's overlay (or coverage) view of `ex`'s trace in `style` is, or will be once
+        drawn: named by what it shows, so it is known before it is drawn and shared by sessions."""
+        key = hashlib.sha1(repr((view_key(ex), t, style, kind)).encode()).hexdigest()
+        return os.path.join(self.view_dir, f"{kind}-{key}.jpg")
+
     def view(self, ex: Exploration, style: Style, t: int, kind: str = "overlay") -> str:
-        """The file of word t's overlay (or coverage) view, drawn once per trace, word and style."""
-        trace = ex.trace
-        key = (id(trace), t, style, kind)
-        with self._views_lock:
-            hit = self._views.get(key)
-            if hit is not None and hit[0] is trace and os.path.exists(hit[1]):
-                self._views.move_to_end(key)
-                return hit[1]
-        one = replace(ex, beams=[trace], beam=0)
-        path = self.image_file(overlay(one, style, t) if kind == "overlay" else coverage_image(one, style, t))
-        with self._views_lock:
-            self._views[key] = (trace, path)   # the trace is kept with its key, so an id is never reused
-            while len(self._views) > self.max_views:
-                self._views.popitem(last=False)
+        """The file of word t's overlay (or coverage) view, drawn on the first request only."""
+        path = self.view_path(ex, style, t, kind)
+        if not os.path.exists(path):
+            one = replace(ex, beams=[ex.trace], beam=0)
+            self._write(os.path.basename(path),
+                        jpeg(overlay(one, style, t) if kind == "overlay" else coverage_image(one, style, t)))
         return path
 
+    def view_paths(self, ex: Exploration, style: Style) -> list[str]:
+        """Every word's overlay file, in word order, drawn or not yet: the browser preloads them and
+        shows a clicked word's view at once."""
+        return [self.view_path(ex, style, t) for t in range(ex.n_steps)]
+
     def prerender(self, ex: Exploration, style: Style) -> None:
-        """Draw every word's views in the background right after a decode, so that stepping through
-        the words only looks files up."""
+        """Draw every word's views in the background right after a decode (overlays first, the
+        views stepping shows), so that stepping through the words only looks files up."""
         one = replace(ex, beams=[ex.trace], beam=0)
-        self._renderer.submit(lambda: [self.view(one, style, t, kind) for t in range(one.n_steps)
-                                       for kind in ("overlay", "coverage")])
+        self._renderer.submit(lambda: [self.view(one, style, t, kind) for kind in ("overlay", "coverage")
+                                       for t in range(one.n_steps)])
 
     # --- exporting ---------------------------------------------------------------------------
     def export_path(self, ex: Exploration, suffix: str) -> str:
@@ -337,6 +367,11 @@ def figure(ex: Exploration, traces: list[AttentionTrace], style: Style) -> np.nd
     return render_figure(ex.display, traces, **style.as_kwargs())
 
 
+def view_urls_html(paths: list[str]) -> str:
+    """HTML for the page's preloader (ui.KEYS): every word's view file, in word order."""
+    return f'<div data-urls="{html.escape(json.dumps(paths))}"></div>'
+
+
 def caption_tokens(ex: Exploration) -> list[tuple[str, str | None]]:
     """HighlightedText value: every emitted word (with its trailing space), the selected one marked."""
     n_forced = len(ex.prefixes[-1]) if ex.prefixes else 0
@@ -403,7 +438,33 @@ def diagnosis(studio: Studio, ex: Exploration) -> str:
         flags.append(f"object words put {summary['mean_inside']:.0%} of their attention on their objects")
     table = (f'<table class="regions"><tr><th>word</th><th>COCO class</th><th>attention on it</th></tr>{rows}</table>'
              if items else "<p>No word of this caption names a COCO object class.</p>")
-    return f'<div class="step-facts">{" &middot; ".join(flags)}</div>{table}'
+    return f'<div class="step-facts">{" &middot; ".join(flags)}</div>{table}{deletion_curve(studio, ex)}'
+
+
+def deletion_curve(studio: Studio, ex: Exploration) -> str:
+    """HTML + SVG: how the selected word's log-probability falls as more of what the model could
+    look at is hidden, most attended first vs at random (faithfulness.py)."""
+    w = trace_faithfulness(studio.captioner, ex.photo, ex.model, ex.trace, [ex.step])[0]
+    levels = [round(100 * f) for f in LEVELS]
+    top = max([1.0, *w.curve_top, *w.curve_random])
+    point = (lambda i, d: f"{20 + 260 * levels[i] / 100:.1f},{10 + 100 * (1 - max(d, 0) / top):.1f}")  # noqa: E731
+    line = (lambda ds, colour: f'<polyline fill="none" stroke="{colour}" stroke-width="2.5" '  # noqa: E731
+            f'points="{" ".join(point(i, d) for i, d in enumerate(ds))}"/>')
+    ticks = "".join(f'<text x="{20 + 2.6 * lv:.0f}" y="126" font-size="10" text-anchor="middle">{lv}%</text>'
+                    for lv in levels)
+    word = html.escape(w.word)
+    return (f'<div class="step-facts">Does <b>{word}</b> depend on where the model looked? Hiding the '
+            f"{w.hidden} {'cell' if ex.trace.attends_to == 'grid' else 'region'}(s) that hold half its attention "
+            f"lowers log p({word}) by {w.drop_top:.2f} nats; as many random ones by {w.drop_random:.2f}.</div>"
+            f'<svg id="deletion-curve" width="300" height="150" viewBox="0 0 300 150" role="img" '
+            f'aria-label="deletion curve">'
+            f'<line x1="20" y1="110" x2="280" y2="110" stroke="#999"/><line x1="20" y1="10" x2="20" y2="110" stroke="#999"/>'
+            f'<text x="22" y="9" font-size="10">{top:.1f} nats</text>{ticks}'
+            f'{line(w.curve_top, "#f59e0b")}{line(w.curve_random, "#64748b")}'
+            f'<text x="150" y="143" font-size="10" text-anchor="middle">share of the {"cells" if ex.trace.attends_to == "grid" else "regions"} hidden</text>'
+            f'</svg><div style="font-size:.9rem"><span style="color:#f59e0b">&#9632;</span> most attended first '
+            f'&nbsp; <span style="color:#64748b">&#9632;</span> random (mean of {DRAWS} draws): the drop in '
+            f"log p({word}), teacher-forced on this caption</div>")
 
 
 def occlusion(studio: Studio, ex: Exploration, hidden: list[int] | None = None) -> str:
@@ -454,3 +515,21 @@ def _bars(title: str, alternatives: list[tuple[str, float]]) -> str:
         f'<span class="bar" style="width:{max(1.0, p * 100):.1f}%"></span><span class="bar-p">{p:.1%}</span></div>'
         for w, p in alternatives)
     return f'<div class="topk" style="flex:1"><div class="topk-title">{html.escape(title)}</div>{rows}</div>'
+
+
+# --- lecture mode --------------------------------------------------------------------------------
+
+LECTURE_KEYS = "space play/pause · ← → word · 1-3 model · F full screen · Esc back"
+
+
+def model_for_key(models: list[str], key: int) -> str:
+    """The model that number key `key` (1, 2, 3) picks: the Model dropdown's entry of that rank."""
+    if not 1 <= key <= len(models):
+        raise ValueError(f"There is no model {key}: {len(models)} model(s) are available.")
+    return models[key - 1]
+
+
+def lecture_line(model: str | None) -> str:
+    """The line above the caption in lecture mode: which model speaks, and the keys."""
+    name = html.escape(model or "no model")
+    return f'<div class="lecture-line"><b>{name}</b><span>{html.escape(LECTURE_KEYS)}</span></div>'

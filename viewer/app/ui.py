@@ -16,13 +16,14 @@ import gradio as gr
 from ..checkpoints import CheckpointError
 from ..decoding import DecodeSettings
 from ..images import ImageError
+from ..paths import ASSETS
 from ..render import COLORMAPS, SCALES, UPSAMPLING
 from . import session as S
 
 log = logging.getLogger("viewer.app")
 DEFAULT_ORDER = ["sat-soft", "sat-hard", "updown", "transformer"]
+HIDDEN = ["lecture-hide"]   # folded away in lecture mode
 STEER, HIDE = "Steer: make the selected word look there", "Hide that place from the model"
-ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "assets")
 
 CSS = """
 #caption { font-size: 1.6rem; }
@@ -35,16 +36,135 @@ CSS = """
 .bar-p { color: #666; font-size: .9rem; }
 table.grid14 td { font-size: 10px; padding: 1px 3px; text-align: right; border: 1px solid #eee; }
 table.regions td, table.regions th { padding: 2px 8px; }
+#view-urls { display: none; }
+#speed { min-width: 200px; }
 """
 
-KEYS = """
+# Lecture mode: <body class="lecture dark"> (set by the toggle #lecture, --lecture or Escape; no server
+# round trip). In the page's head, because Gradio scopes the `css` rules inside its container.
+LECTURE_STYLE = """
+<style>
+.model-keys, #lecture-line { display: none !important; }
+body.lecture, body.lecture gradio-app, body.lecture .gradio-container { background: #000 !important; }
+body.lecture .gradio-container { max-width: 100% !important; padding: 0 1.5rem !important; }
+body.lecture .gradio-container .main, body.lecture .gradio-container .contain { padding: 0 !important;
+  gap: 0 !important; }
+body.lecture .lecture-hide, body.lecture #inputs, body.lecture #title, body.lecture #tabs > .tab-wrapper,
+body.lecture #step, body.lecture footer { display: none !important; }
+body.lecture #tabs, body.lecture #tabs .tabitem, body.lecture #tabs .column, body.lecture #caption,
+body.lecture #view, body.lecture #lecture-line { background: transparent !important; border-color: transparent !important;
+  box-shadow: none !important; padding: 0 !important; gap: .4rem !important; }
+body.lecture #lecture-line { display: block !important; min-height: 0 !important; }
+body.lecture #lecture-line .prose, body.lecture #lecture-line .html-container { padding: 0 !important; margin: 0 !important; }
+body.lecture .lecture-line { display: flex; justify-content: space-between; align-items: baseline; gap: 2rem;
+  color: #cbd5e1; font-size: 1.05rem; padding-top: .2rem; line-height: 1.3; }
+body.lecture .lecture-line b { color: #fbbf24; font-size: 1.4rem; }
+body.lecture #stage { height: 100vh; display: flex !important; flex-direction: column; flex-wrap: nowrap;
+  gap: .5rem !important; overflow: hidden; }
+body.lecture #stage > * { flex: 0 0 auto; }
+body.lecture #caption { font-size: clamp(3rem, 3.3vw, 4.5rem) !important; line-height: 1.25;
+  height: auto !important; max-height: none !important; overflow: visible !important; }
+body.lecture #caption label, body.lecture #view label, body.lecture #view .icon-button-wrapper { display: none !important; }
+body.lecture #caption .container { padding: 0 !important; }
+body.lecture #caption .textfield, body.lecture #caption .token-container, body.lecture #caption .token {
+  line-height: 1.2 !important; height: auto !important; padding-top: 0 !important; padding-bottom: 0 !important;
+  background: transparent; }
+body.lecture #caption .token { color: #fff !important; background: transparent !important; font-weight: 700;
+  border-radius: .18em; padding: 0 .12em !important; margin: 0 !important; transition: none !important; }
+body.lecture #caption .token.highlighted { background: #fbbf24 !important; color: #000 !important;
+  box-shadow: 0 0 0 .08em #fbbf24, 0 .1em .5em rgba(251, 191, 36, .45); }
+body.lecture #stage > #view { flex: 1 1 0 !important; height: auto !important; min-height: 0 !important; }
+body.lecture #view .image-container, body.lecture #view button, body.lecture #view .image-frame {
+  width: 100% !important; height: 100% !important; }
+body.lecture #view img { width: 100% !important; height: 100% !important; object-fit: contain !important; }
+body.lecture #controls { align-items: center; padding-bottom: .6rem !important; }
+body.lecture #controls .form, body.lecture #controls .block { background: transparent !important;
+  border-color: transparent !important; box-shadow: none !important; }
+body.lecture #controls button { font-size: 1.2rem; }
+body.lecture #speed input[type=number], body.lecture #speed .reset-button, body.lecture #speed .min_value,
+body.lecture #speed .max_value { display: none !important; }
+</style>
+"""
+
+KEYS = LECTURE_STYLE + """
 <script>
+// Keys: arrows move the word (the Previous/Next buttons), unless typing in a field.
+const typing = (el) => !!el && (el.isContentEditable || el.tagName === 'TEXTAREA' || el.tagName === 'SELECT'
+  || (el.tagName === 'INPUT' && !['range', 'checkbox', 'radio', 'button', 'submit'].includes(el.type)));
 document.addEventListener('keydown', (e) => {
-  const el = document.activeElement;
-  if (el && (el.tagName === 'TEXTAREA' || (el.tagName === 'INPUT' && el.type !== 'range'))) return;
+  if (typing(document.activeElement) || e.ctrlKey || e.metaKey || e.altKey) return;
   if (e.key === 'ArrowRight') { document.querySelector('#next')?.click(); e.preventDefault(); }
   if (e.key === 'ArrowLeft') { document.querySelector('#prev')?.click(); e.preventDefault(); }
 });
+// Lecture mode: a class on <body> (the toggle #lecture, or --lecture at load), and its keys:
+// space play/pause, 1-3 model, F full screen, Escape out of full screen, then out of lecture mode.
+(() => {
+  const box = () => document.querySelector('#lecture input[type=checkbox]');
+  let wasDark = null;
+  const set = (on) => {
+    const b = document.body;
+    if (on === b.classList.contains('lecture')) return;
+    if (on) { wasDark = b.classList.contains('dark'); b.classList.add('lecture', 'dark'); }
+    else { b.classList.remove('lecture'); if (!wasDark) b.classList.remove('dark'); }
+  };
+  document.addEventListener('change', (e) => {
+    if (e.target.closest?.('#lecture')) set(e.target.checked);
+  }, true);
+  const start = new MutationObserver(() => { const b = box(); if (b) { start.disconnect(); set(b.checked); } });
+  start.observe(document.documentElement, {subtree: true, childList: true});
+  const leave = () => { const b = box(); if (b && b.checked) b.click(); else set(false); };
+  document.addEventListener('keydown', (e) => {
+    const el = document.activeElement;
+    if (!document.body.classList.contains('lecture') || typing(el) || e.ctrlKey || e.metaKey || e.altKey) return;
+    const k = e.key;
+    if (k === ' ' || k === 'Spacebar') { el?.blur?.(); document.querySelector('#play')?.click(); }
+    else if (['1', '2', '3'].includes(k)) document.querySelector('#model-' + k)?.click();
+    else if (k === 'f' || k === 'F') {
+      if (document.fullscreenElement) document.exitFullscreen?.();
+      else document.documentElement.requestFullscreen?.().catch(() => {});
+    } else if (k === 'Escape') {
+      if (document.fullscreenElement) document.exitFullscreen?.(); else leave();
+    } else return;
+    e.preventDefault();
+  });
+})();
+// Instant stepping: after a caption the server names every word's view (#view-urls); the page
+// preloads them and, on a word click, Previous/Next or the slider, shows the new word's view at
+// once, while the server's reply (panel, coverage, the same view) follows.
+(() => {
+  const V = {key: null, urls: [], ready: new Set()};
+  const fileUrl = (p) => (window.gradio_config?.root || location.origin) + '/gradio_api/file=' + p;
+  const load = (u, tries) => {
+    const im = new Image();
+    im.onload = () => V.ready.add(u);
+    im.onerror = () => { if (tries < 50 && V.urls.includes(u)) setTimeout(() => load(u, tries + 1), 150); };
+    im.src = u;
+  };
+  const refresh = () => {
+    const el = document.querySelector('#view-urls [data-urls]');
+    const key = el ? el.dataset.urls : null;
+    if (key === V.key) return;
+    V.key = key; V.ready = new Set();
+    V.urls = key ? JSON.parse(key).map(fileUrl) : [];
+    V.urls.forEach((u) => load(u, 0));
+  };
+  const show = (t) => {
+    refresh();
+    const u = V.urls[t], img = document.querySelector('#view img');
+    if (u && img && V.ready.has(u) && img.src !== u) img.src = u;
+  };
+  const current = () => Number(document.querySelector('#step input[type=range]')?.value || 1) - 1;
+  new MutationObserver(refresh).observe(document.documentElement, {subtree: true, childList: true});
+  document.addEventListener('click', (e) => {
+    const token = e.target.closest?.('#caption .token');
+    if (token) show([...document.querySelectorAll('#caption .token')].indexOf(token));
+    else if (e.target.closest?.('#next')) show(current() + 1);
+    else if (e.target.closest?.('#prev')) show(current() - 1);
+  }, true);
+  document.addEventListener('input', (e) => {
+    if (e.target.closest?.('#step')) show(Number(e.target.value) - 1);
+  }, true);
+})();
 </script>
 """
 
@@ -89,24 +209,27 @@ def _style(upsampling, colormap, opacity, scale, show_alpha, hard_samples, head)
     return S.Style(upsampling, colormap, float(opacity), scale, bool(show_alpha), int(hard_samples), head)
 
 
-def build(studio: S.Studio) -> gr.Blocks:
+def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
+    """The app; `lecture`: start in lecture mode (big type, full-screen view, keys; see KEYS)."""
+    os.makedirs(studio.view_dir, exist_ok=True)
+    gr.set_static_paths([studio.view_dir])   # views are served as they are: their names are known in advance
     models = sorted(studio.models(), key=lambda m: (m not in DEFAULT_ORDER, DEFAULT_ORDER.index(m) if m in DEFAULT_ORDER else 0, m))
     examples = [os.path.join(ASSETS, n) for n in sorted(os.listdir(ASSETS)) if n.endswith(".jpg")]
     # uploads and served images in Gradio's cache are deleted an hour after they were made
     with gr.Blocks(title="Attention viewer", analytics_enabled=False, delete_cache=(600, 3600)) as demo:
         explored = gr.State(None, time_to_live=3600)
         compared = gr.State(None, time_to_live=3600)
-        gr.Markdown("## Attention viewer: watch a captioning model look, word by word")
-        with gr.Tabs() as tabs:
+        gr.Markdown("## Attention viewer: watch a captioning model look, word by word", elem_id="title")
+        with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Explore", id="explore"):
                 with gr.Row():
-                    with gr.Column(scale=1, min_width=320):
+                    with gr.Column(scale=1, min_width=320, elem_id="inputs"):
                         photo = PhotoInput(label="Photo: upload, paste or drop", type="filepath", elem_id="photo",
                                            sources=["upload", "clipboard"], height=260)
                         gr.Examples(examples, inputs=photo, label="Examples")
                         model = gr.Dropdown(models, value=models[0] if models else None, label="Model",
                                             elem_id="model")
-                        with gr.Accordion("Decoding", open=False):
+                        with gr.Accordion("Decoding", open=False, elem_classes=HIDDEN):
                             strategy = gr.Radio(list(S.STRATEGY_LABELS), value="Beam search", label="Strategy",
                                                 elem_id="strategy")
                             beam = gr.Slider(1, 8, value=3, step=1, label="Beam size")
@@ -115,7 +238,7 @@ def build(studio: S.Studio) -> gr.Blocks:
                             max_len = gr.Slider(3, 30, value=20, step=1, label="Max words")
                         run = gr.Button("Caption", variant="primary", elem_id="run")
                         status = gr.Markdown(elem_id="status")
-                        with gr.Accordion("Overlay", open=True):
+                        with gr.Accordion("Overlay", open=True, elem_classes=HIDDEN):
                             upsampling = gr.Radio(list(UPSAMPLING), value="smooth", label="Upsampling",
                                                   elem_id="upsampling")
                             colormap = gr.Dropdown(list(COLORMAPS), value="paper", label="Colours (paper: the "
@@ -128,35 +251,47 @@ def build(studio: S.Studio) -> gr.Blocks:
                             hard_samples = gr.Slider(1, 20, value=1, step=1, label="Hard attention: cells drawn")
                             head = gr.Dropdown([S.MEAN_HEADS], value=S.MEAN_HEADS, elem_id="head",
                                                label="Transformer: which cross-attention map")
-                    with gr.Column(scale=3):
+                    with gr.Column(scale=3, elem_id="stage"):
+                        lecture_line = gr.HTML(S.lecture_line(models[0] if models else None),
+                                               elem_id="lecture-line")
                         caption = gr.HighlightedText(label="Caption: click a word", elem_id="caption",
                                                      combine_adjacent=False, show_legend=False, show_inline_category=False,
                                                      interactive=False,
                                                      color_map={"selected": "#f59e0b", "branched": "#93c5fd"})
                         view = gr.Image(label="Where the model looked", elem_id="view", interactive=False,
                                         height=540, format="png")
-                        with gr.Row():
+                        view_urls = gr.HTML(elem_id="view-urls")   # every word's view, preloaded by KEYS
+                        with gr.Row(elem_id="controls", equal_height=True):
                             prev_btn = gr.Button("◀ Previous", elem_id="prev", size="sm")
                             play_btn = gr.Button("▶ Play", elem_id="play", size="sm")
                             next_btn = gr.Button("Next ▶", elem_id="next", size="sm")
+                            speed = gr.Slider(0.4, 3.0, value=0.9, step=0.1, label="Play: seconds per word",
+                                              elem_id="speed", scale=2)
+                            lecture_box = gr.Checkbox(lecture, label="Lecture mode", elem_id="lecture",
+                                                      interactive=True, scale=1, min_width=140)
+                        with gr.Row(elem_classes=["model-keys"]):   # clicked by the keys 1-3 (KEYS)
+                            model_keys = [gr.Button(f"Model {i}", elem_id=f"model-{i}") for i in (1, 2, 3)]
                         step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="step")
-                        click_mode = gr.Radio([STEER, HIDE], value=STEER, label="Clicking the photo", elem_id="click-mode")
-                        with gr.Row():
+                        click_mode = gr.Radio([STEER, HIDE], value=STEER, label="Clicking the photo", elem_id="click-mode",
+                                              elem_classes=HIDDEN)
+                        with gr.Row(elem_classes=HIDDEN):
                             clicked = gr.HTML(elem_id="clicked")
                             steered_view = gr.Image(label="Where you steered it", height=220, interactive=False,
                                                     elem_id="steered-view", visible=False)
-                        with gr.Row():
+                        with gr.Row(elem_classes=HIDDEN):
                             panel = gr.HTML(elem_id="panel")
                             coverage = gr.Image(label="Coverage: attention summed so far", height=220,
                                                 interactive=False, elem_id="coverage")
-                        with gr.Accordion("Branch: choose another word here and let the model go on", open=False):
+                        with gr.Accordion("Branch: choose another word here and let the model go on", open=False,
+                                          elem_classes=HIDDEN):
                             alternative = gr.Radio([], label="Next word", elem_id="alternative")
                             with gr.Row():
                                 branch_btn = gr.Button("Continue with this word", elem_id="branch")
                                 back_btn = gr.Button("Back", elem_id="back")
                                 reset_btn = gr.Button("Reset", elem_id="reset")
-                        beams = gr.Radio([], label="Beams (best first)", elem_id="beams", type="index")
-                        with gr.Accordion("Diagnose: grounding, attention sanity, occlusion", open=False):
+                        beams = gr.Radio([], label="Beams (best first)", elem_id="beams", type="index", elem_classes=HIDDEN)
+                        with gr.Accordion("Diagnose: grounding, attention sanity, occlusion", open=False,
+                                          elem_classes=HIDDEN):
                             gr.Markdown("Hide where the selected word looked (or choose 'Hide' above and click the "
                                         "photo), and see how the caption changes.")
                             with gr.Row():
@@ -170,22 +305,24 @@ def build(studio: S.Studio) -> gr.Blocks:
                             score_btn = gr.Button("Score the caption against them", elem_id="score")
                             scores = gr.HTML(elem_id="scores")
                         with gr.Accordion("All heads of this word (Transformer): layers as rows, heads as columns",
-                                          open=False):
+                                          open=False, elem_classes=HIDDEN):
                             with gr.Row():
                                 heads_btn = gr.Button("Show every layer and head for the selected word", size="sm",
                                                       elem_id="heads-show")
                                 png_heads = gr.Button("PNG of all heads", size="sm", elem_id="export-heads")
                             heads_view = gr.Image(show_label=False, elem_id="heads", interactive=False, format="png")
-                        with gr.Accordion("Raw attention numbers", open=False):
+                        with gr.Accordion("Raw attention numbers", open=False, elem_classes=HIDDEN):
                             numbers = gr.HTML(elem_id="numbers")
-                        gr.Markdown("**Every word with its attention** (the paper's figure)")
-                        strip = gr.Image(show_label=False, elem_id="strip", interactive=False, format="png")
-                        with gr.Row():
+                        gr.Markdown("**Every word with its attention** (the paper's figure)", elem_classes=HIDDEN)
+                        strip = gr.Image(show_label=False, elem_id="strip", interactive=False, format="png",
+                                         elem_classes=HIDDEN)
+                        with gr.Row(elem_classes=HIDDEN):
                             png_view = gr.Button("PNG of this view", size="sm", elem_id="export-view")
                             png_strip = gr.Button("PNG of the word strip", size="sm", elem_id="export-strip")
                             gif = gr.Button("Animated GIF", size="sm", elem_id="export-gif")
                             json_btn = gr.Button("JSON trace", size="sm", elem_id="export-json")
-                        download = gr.File(label="Download", elem_id="download", interactive=False, visible=False)
+                        download = gr.File(label="Download", elem_id="download", interactive=False, visible=False,
+                                           elem_classes=HIDDEN)
             with gr.Tab("Compare", id="compare"):
                 gr.Markdown("Same photo (from Explore), 2 or 3 models, synchronised words.")
                 with gr.Row():
@@ -229,7 +366,9 @@ def build(studio: S.Studio) -> gr.Blocks:
             ex.photo.name = os.path.basename(path)
             took = time.perf_counter() - start
             note = f"**{model_name}**: {len(ex.beams)} caption(s) in {took:.2f} s. Click a word, or use ← →."
-            return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *show_step(ex, 1, *style))
+            # the first word's view at once; its coverage view follows with the other words' (after_decode)
+            return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note,
+                    *_step_reply(ex, 1, _style(*style), coverage=False))
 
         def _trace_views(ex):
             return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
@@ -241,23 +380,32 @@ def build(studio: S.Studio) -> gr.Blocks:
             (slider, word click, arrow keys, play) calls this once; the views were drawn in advance."""
             if ex is None:
                 return (gr.Slider(), None, None, "", None, "", gr.Radio(choices=[]))
+            return _step_reply(ex, t, _style(*style))
+
+        def _step_reply(ex, t, st, coverage=True):
             ex.step = int(min(max(1, t), ex.n_steps)) - 1
-            st = _style(*style)
             words = [w for w, _ in ex.trace.steps[ex.step].alternatives]
             return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
                     studio.view(ex, st, ex.step), S.caption_tokens(ex), S.step_panel(ex),
-                    studio.view(ex, st, ex.step, "coverage"), S.grid_numbers(ex), gr.Radio(choices=words, value=None))
+                    studio.view(ex, st, ex.step, "coverage") if coverage else gr.skip(), S.grid_numbers(ex),
+                    gr.Radio(choices=words, value=None))
 
         @friendly
         def after_decode(ex, *style):
-            """The word strip, the head picker's entries, and every word's views drawn in the background."""
+            """Every word's views drawn in the background and their names for the browser to preload
+            (stepping then swaps pictures in the page), and the head picker's entries."""
             if ex is None:
-                return None, gr.Dropdown()
+                return "", gr.Dropdown(), None
             st = _style(*style)
             studio.prerender(ex, st)
             choices = S.head_choices(ex.trace)
-            return studio.image_file(S.strip(ex, st)), gr.Dropdown(
-                choices=choices, value=st.head if st.head in choices else S.MEAN_HEADS)
+            return S.view_urls_html(studio.view_paths(ex, st)), gr.Dropdown(
+                choices=choices, value=st.head if st.head in choices else S.MEAN_HEADS), \
+                studio.view(ex, st, ex.step, "coverage")
+
+        @friendly
+        def draw_strip(ex, *style):
+            return None if ex is None else studio.image_file(S.strip(ex, _style(*style)))
 
         @friendly
         def show_heads(ex, *style):
@@ -267,7 +415,7 @@ def build(studio: S.Studio) -> gr.Blocks:
 
         @friendly
         def restyle(ex, t, *style):
-            return (*show_step(ex, t, *style), after_decode(ex, *style)[0])
+            return (*show_step(ex, t, *style), after_decode(ex, *style)[0], draw_strip(ex, *style))
 
         def move(delta, ex, t, *style):
             return show_step(ex, t + delta, *style)
@@ -276,6 +424,10 @@ def build(studio: S.Studio) -> gr.Blocks:
                        evt: gr.SelectData):
             t = int(evt.index) if isinstance(evt.index, int) else int(evt.index[0])
             return show_step(ex, t + 1, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_)
+
+        @friendly
+        def pick_model(key):
+            return gr.Dropdown(value=S.model_for_key(models, key))
 
         def tick(ex, t, *style):
             if ex is None or t >= ex.n_steps:
@@ -418,13 +570,30 @@ def build(studio: S.Studio) -> gr.Blocks:
 
         render_step = dict(fn=show_step, inputs=[explored, step, *style_inputs], outputs=step_outputs,
                            show_progress="hidden")
-        strip_after = dict(fn=after_decode, inputs=[explored, *style_inputs], outputs=[strip, head],
+        views_after = dict(fn=after_decode, inputs=[explored, *style_inputs], outputs=[view_urls, head, coverage],
                            show_progress="hidden")
-        run.click(caption_photo, [photo, model, strategy, beam, temperature, seed, max_len, *style_inputs],
-                  [explored, beams, status, *step_outputs], concurrency_limit=4).success(**strip_after)
+        strip_after = dict(fn=draw_strip, inputs=[explored, *style_inputs], outputs=strip, show_progress="hidden")
+
+        def decoded(event):
+            """After anything that brings a new trace: its views, then its word strip."""
+            return event.success(**views_after).success(**strip_after)
+        decode_inputs = [photo, model, strategy, beam, temperature, seed, max_len, *style_inputs]
+        said = dict(fn=lambda ex: S.lecture_line(ex.model if ex else None), inputs=explored, outputs=lecture_line,
+                    show_progress="hidden")
+        captioned = run.click(caption_photo, decode_inputs, [explored, beams, status, *step_outputs],
+                              concurrency_limit=4)
+        decoded(captioned)
+        captioned.success(**said)
+        for key, btn in enumerate(model_keys, 1):   # lecture keys 1-3: that model, on the same photo
+            captioned = btn.click(functools.partial(pick_model, key), None, model).success(
+                caption_photo, decode_inputs, [explored, beams, status, *step_outputs], concurrency_limit=4)
+            decoded(captioned)
+            captioned.success(**said)
+        speed.change(lambda s: gr.Timer(value=float(s)), speed, timer, show_progress="hidden")
         step.input(show_step, [explored, step, *style_inputs], step_outputs, show_progress="hidden")
         for control in style_inputs:
-            control.change(restyle, [explored, step, *style_inputs], [*step_outputs, strip], show_progress="hidden")
+            control.change(restyle, [explored, step, *style_inputs], [*step_outputs, view_urls, strip],
+                           show_progress="hidden")
         prev_btn.click(functools.partial(move, -1), [explored, step, *style_inputs], step_outputs,
                        show_progress="hidden")
         next_btn.click(functools.partial(move, +1), [explored, step, *style_inputs], step_outputs,
@@ -433,22 +602,21 @@ def build(studio: S.Studio) -> gr.Blocks:
         play_btn.click(toggle_play, [explored, step, playing], [timer, playing, play_btn, step]).success(**render_step)
         timer.tick(tick, [explored, step, *style_inputs], [*step_outputs, timer, playing, play_btn],
                    show_progress="hidden")
-        branch_btn.click(branch, [explored, step, alternative, *style_inputs],
-                         [explored, step, beams]).success(**render_step).success(**strip_after)
+        decoded(branch_btn.click(branch, [explored, step, alternative, *style_inputs],
+                                 [explored, step, beams]).success(**render_step))
         for btn, how in ((back_btn, "back"), (reset_btn, "reset")):
-            btn.click(functools.partial(undo, how), [explored, *style_inputs],
-                      [explored, step, beams]).success(**render_step).success(**strip_after)
-        beams.select(choose_beam, [explored, beams, *style_inputs], [explored, step]).success(
-            **render_step).success(**strip_after)
+            decoded(btn.click(functools.partial(undo, how), [explored, *style_inputs],
+                              [explored, step, beams]).success(**render_step))
+        decoded(beams.select(choose_beam, [explored, beams, *style_inputs], [explored, step]).success(**render_step))
         heads_btn.click(show_heads, [explored, *style_inputs], heads_view)
         for btn, kind in ((png_view, "view"), (png_strip, "strip"), (png_heads, "heads"), (gif, "gif"),
                           (json_btn, "json")):
             btn.click(functools.partial(export, kind), [explored, step, *style_inputs], download)
         triage_run.change(load_triage, triage_run, [triage_rows, triage_table])
         triage_refresh.click(lambda: gr.Dropdown(choices=studio.triage_runs()), None, triage_run)
-        triage_table.select(open_row, triage_rows, [photo, model, tabs]).success(
+        decoded(triage_table.select(open_row, triage_rows, [photo, model, tabs]).success(
             caption_photo, [photo, model, strategy, beam, temperature, seed, max_len, *style_inputs],
-            [explored, beams, status, *step_outputs]).success(**strip_after)
+            [explored, beams, status, *step_outputs]))
         diagnose_btn.click(diagnose, explored, diagnosis)
         score_btn.click(score, [explored, references], scores)
         photo.change(lambda path: "\n".join(studio.references_for(path or "")), photo, references,

@@ -17,9 +17,10 @@ import torch
 from tqdm import tqdm
 
 from ..images import ImageError, load_photo
+from ..paths import CACHE_DIR
 from ..vision import SPEC, SPEC_KEY, ImageFeatures, Regions
 
-DEFAULT_ROOT = os.environ.get("VIEWER_CACHE", os.path.join(os.path.dirname(__file__), "..", "..", ".cache", "features"))
+DEFAULT_ROOT = os.environ.get("VIEWER_CACHE", CACHE_DIR)
 
 
 class FeatureCache:

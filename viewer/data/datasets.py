@@ -6,9 +6,18 @@ text; tokenisation happens in `vocab.tokenize`, shared by training and scoring).
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
+
+
+HALVES = ("select", "report")
+
+
+def half_of(path: str) -> str:
+    """Which fixed half of its split a photo is in: the parity of the MD5 of its file name."""
+    return HALVES[int(hashlib.md5(os.path.basename(path).encode()).hexdigest(), 16) % 2]
 
 
 @dataclass
@@ -18,6 +27,12 @@ class CaptionSet:
     captions: dict[str, list[str]] = field(default_factory=dict)   # image path -> reference captions
 
     def split(self, name: str) -> list[str]:
+        """A split's image paths. "NAME-select" and "NAME-report" are fixed halves of split NAME
+        (by a hash of each file name): choose epochs, averages and settings on the select half,
+        report on the other, so the reported figures were not tuned on."""
+        base, _, half = name.rpartition("-")
+        if half in HALVES and base in self.splits and name not in self.splits:
+            return [p for p in self.splits[base] if half_of(p) == half]
         if name not in self.splits:
             raise ValueError(f"split {name!r} not found in {self.root}; available: {', '.join(sorted(self.splits)) or 'none'}")
         return self.splits[name]

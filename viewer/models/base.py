@@ -67,8 +67,9 @@ def steered(state: State, alpha: torch.Tensor) -> torch.Tensor:
     return state["steer"].to(alpha.dtype) if "steer" in state else alpha
 
 
-def reorder(state: State, rows: torch.Tensor) -> State:
-    return {k: v.index_select(0, rows) for k, v in state.items()}
+def reorder(state: State, rows: torch.Tensor, keep: tuple[str, ...] = ()) -> State:
+    """The state's rows in the order `rows`; entries named in `keep` stay as they are."""
+    return {k: v if k in keep else v.index_select(0, rows) for k, v in state.items()}
 
 
 def masked_mean(feats: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -99,6 +100,10 @@ class CaptionModel(nn.Module):
     """A caption decoder: per-image state from features, then one word per `forward_step` for every row."""
 
     attends_to = "grid"   # "grid" (14x14 cells) or "regions" (detector boxes)
+    # State entries that are equal for every beam of an image (features, their projections, the
+    # mask): beam search never moves a row to another image, so reordering beams leaves them be
+    # (copying (beams, K, D) features every step was most of a beam search's time).
+    image_state: tuple[str, ...] = ("mask",)
     label_smoothing = 0.0
 
     def init_state(self, feats: torch.Tensor, mask: torch.Tensor, seed: torch.Tensor | None = None) -> State:

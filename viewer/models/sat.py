@@ -28,6 +28,7 @@ from .base import CaptionModel, State, Step, attend, masked_mean, register, stee
 @register("sat-hard", attention="hard")
 class ShowAttendTell(CaptionModel):
     attends_to = "grid"
+    image_state = ("a", "a_att", "mask")
 
     def __init__(self, vocab_size: int, feature_dim: int, attention: str = "soft", embed_dim: int = 256,
                  hidden_dim: int = 512, att_dim: int = 256, proj_dim: int = 512, dropout: float = 0.5,

@@ -19,6 +19,7 @@ from .base import ACTIVATIONS, CaptionModel, State, Step, attend, masked_mean, r
 @register("sat-aaronccwong", attention_activation="tanh", init_activation="tanh")
 class GatedSAT(CaptionModel):
     attends_to = "grid"
+    image_state = ("a", "a_att", "mask")
 
     def __init__(self, vocab_size: int, feature_dim: int = 2048, embed_dim: int = 512, hidden_dim: int = 512,
                  att_dim: int = 512, dropout: float = 0.5, attention_activation: str = "relu",

@@ -119,6 +119,10 @@ class TransformerCaptioner(CaptionModel):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
+    @property
+    def image_state(self) -> tuple[str, ...]:
+        return ("mask", *(f"cross_{kv}{i}" for i in range(len(self.layers)) for kv in "kv"))
+
     def memory(self, feats: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         if feats.shape[1] != len(self.cell_pos):
             raise ValueError(f"this transformer was trained on {len(self.cell_pos)} cells, not {feats.shape[1]}")

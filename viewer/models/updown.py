@@ -26,6 +26,7 @@ def _embedding(n_in: int, n_out: int, dropout: float) -> nn.Sequential:
 @register("updown-poojahira", embed_features=False, attention_activation="relu")
 class UpDown(CaptionModel):
     attends_to = "regions"
+    image_state = ("v", "v_att", "v_mean", "mask")
 
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 256, hidden_dim: int = 512,
                  att_dim: int = 256, dropout: float = 0.5, embed_features: bool = True, embed_mean: bool = False,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn as nn
-import torchvision
 from PIL import Image
 
 from ..images import Photo
@@ -34,6 +33,7 @@ class ResNetGrid(nn.Module):
 
     def __init__(self, layers: list[int], grid: int):
         super().__init__()
+        import torchvision   # here, not at the top: it costs seconds at app start
         net = torchvision.models.resnet.ResNet(torchvision.models.resnet.Bottleneck, layers)
         self.resnet = nn.Sequential(*list(net.children())[:-2])
         self.adaptive_pool = nn.AdaptiveAvgPool2d((grid, grid))
@@ -47,6 +47,7 @@ class VGGGrid(nn.Module):
 
     def __init__(self):
         super().__init__()
+        import torchvision
         self.features = nn.Sequential(*list(torchvision.models.vgg19().features.children())[:-1])
 
     def forward(self, x):

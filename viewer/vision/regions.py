@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 import torch
-from torchvision.ops import roi_align
 
 from ..images import GRID
 
@@ -142,6 +141,7 @@ def _iou(a: np.ndarray, b: np.ndarray) -> float:
 
 def region_features(grid: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
     """Grid features (B, 196, C) and padded boxes (B, K, 4) normalised -> (B, K, C + 5)."""
+    from torchvision.ops import roi_align   # here: importing it costs seconds (torch._dynamo) at app start
     b, cells, dim = grid.shape
     fmap = grid.transpose(1, 2).reshape(b, dim, GRID, GRID).float()
     k = boxes.shape[1]

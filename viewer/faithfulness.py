@@ -1,0 +1,145 @@
+"""Faithfulness: does a word depend on where the model looked?
+
+A map can sit on the dog while the word "dog" comes from the language prior (Jain and Wallace
+2019; Wiegreffe and Pinter 2019). So for a word at step t we hide what the model attended there
+and ask how much the word's log-probability drops, teacher-forced on the same words:
+- top: the fewest units (cells or regions) holding the top half of step t's attention mass;
+- random: as many units drawn at random (several seeded draws, averaged);
+- the deletion curve: 0, 10, 25, 50 and 75% of the units hidden, most attended first vs random.
+
+Hiding is the Diagnose panel's occlusion (`Captioner.caption(hidden=...)`): a hidden unit is
+taken out of the model's mask for the WHOLE caption. The mask removes it from every attention
+softmax (the remaining weights renormalise) and from the mean feature that initialises the LSTM
+state (`models.base.masked_mean`), so nothing of a hidden unit reaches the model. With
+`keep_mean=True` the initial state still sees every unit: the difference says how much of the
+image reaches the words through that mean rather than through attention.
+A top drop well above the random drop says the word used the place the map shows; a small drop
+says the word came mostly from elsewhere (the mean feature, the beta gate, the language prior).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .decoding import DecodeSettings, decode
+from .grounding import bootstrap_ci, word_class
+
+LEVELS = (0.0, 0.1, 0.25, 0.5, 0.75)   # shares of the units hidden on the deletion curve
+DRAWS = 3                              # random draws per word and level
+
+
+def top_half(attention: np.ndarray) -> list[int]:
+    """The fewest units holding at least half of the attention mass, most attended first."""
+    order = np.argsort(-attention, kind="stable")
+    n = int(np.searchsorted(np.cumsum(attention[order]), 0.5 - 1e-9)) + 1
+    return order[:n].tolist()
+
+
+@dataclass
+class WordFaithfulness:
+    """How much one word's log-probability drops when what its step attended is hidden."""
+
+    image: int
+    step: int
+    word: str
+    hidden: int                      # units in the top half of the mass
+    drop_top: float                  # nats
+    drop_random: float               # nats, mean over the random draws
+    curve_top: list[float] = field(default_factory=list)      # drop at each of LEVELS, most attended first
+    curve_random: list[float] = field(default_factory=list)   # drop at each of LEVELS, random units
+
+
+@dataclass
+class Probe:
+    row: int                 # which caption
+    step: int
+    hidden: list[int]
+
+
+def forced_logprobs(model, vocab, feats: torch.Tensor, mask: torch.Tensor, rows: list[tuple[int, list[int]]],
+                    probes: list[Probe], keep_mean: bool = False, batch: int = 256) -> np.ndarray:
+    """log p of word `probe.step` of caption `rows[probe.row]` = (image index, token ids ending with
+    <end>) with `probe.hidden` taken out of the mask, teacher-forced; one batched pass per chunk."""
+    out = np.empty(len(probes))
+    settings = DecodeSettings(strategy="forced")
+    for i in range(0, len(probes), batch):
+        chunk = probes[i:i + batch]
+        images = torch.tensor([rows[p.row][0] for p in chunk], device=feats.device)
+        x, m = feats.index_select(0, images), mask.index_select(0, images).clone()
+        for j, p in enumerate(chunk):
+            m[j, p.hidden] = False
+        hyps = decode(model, x, m, settings, vocab, [rows[p.row][1] for p in chunk],
+                      init_mask=mask.index_select(0, images) if keep_mean else None)
+        out[i:i + len(chunk)] = [hs[0].logprobs[p.step] for hs, p in zip(hyps, chunk)]
+    return out
+
+
+def measure(model, vocab, feats: torch.Tensor, mask: torch.Tensor, rows: list[tuple[int, list[int]]],
+            attention: list[np.ndarray], steps: list[list[int]] | None = None, levels=LEVELS, draws: int = DRAWS,
+            seed: int = 0, keep_mean: bool = False, batch: int = 256) -> list[WordFaithfulness]:
+    """Faithfulness of the words of forced captions. `rows`: (image index into feats, token ids
+    ending with <end>); `attention[r]` (T, K): caption r's own forced attention; `steps[r]`: the
+    steps to probe (default: every word naming a COCO class)."""
+    vocab_words = vocab.words
+    if steps is None:
+        steps = [[t for t, tok in enumerate(ids) if word_class(vocab_words[tok])] for _, ids in rows]
+    rng = np.random.default_rng(seed)
+    probes, words = [Probe(r, t, []) for r, ts in enumerate(steps) for t in ts], []
+    for r, ts in enumerate(steps):
+        valid = np.flatnonzero(mask[rows[r][0]].cpu().numpy())
+        for t in ts:
+            a = np.asarray(attention[r][t], np.float64)[valid]
+            ranked = valid[np.argsort(-a, kind="stable")].tolist()
+            top = valid[top_half(a)].tolist()
+            randoms = [rng.choice(valid, len(top), replace=False).tolist() for _ in range(draws)]
+            curve = [(ranked[:n], [rng.choice(valid, n, replace=False).tolist() for _ in range(draws)])
+                     for n in (round(f * len(valid)) for f in levels)]
+            words.append((r, t, top, randoms, curve))
+            probes += [Probe(r, t, top)] + [Probe(r, t, h) for h in randoms]
+            probes += [Probe(r, t, h) for first, rand in curve for h in [first, *rand]]
+    lp = forced_logprobs(model, vocab, feats, mask, rows, probes, keep_mean, batch)
+    base, rest = lp[:len(words)], lp[len(words):]
+    out, k = [], 0
+    for (r, t, top, randoms, curve), before in zip(words, base):
+        drops = before - rest[k:k + 1 + draws]
+        k += 1 + draws
+        curve_drops = (before - rest[k:k + len(curve) * (1 + draws)]).reshape(len(curve), 1 + draws)
+        k += len(curve) * (1 + draws)
+        out.append(WordFaithfulness(rows[r][0], t, vocab_words[rows[r][1][t]], len(top), float(drops[0]),
+                                    float(drops[1:].mean()), curve_drops[:, 0].round(4).tolist(),
+                                    curve_drops[:, 1:].mean(1).round(4).tolist()))
+    return out
+
+
+def faithfulness_block(words: list[WordFaithfulness], levels=LEVELS) -> dict:
+    """Means over the probed words with image-level bootstrap intervals, and the deletion curves."""
+    if not words:
+        return {"words": 0}
+    top = np.array([w.drop_top for w in words])
+    rand = np.array([w.drop_random for w in words])
+    images = [w.image for w in words]
+    r4 = (lambda v: round(float(v), 4))  # noqa: E731
+    return {"words": len(words), "units_hidden_mean": r4(np.mean([w.hidden for w in words])),
+            "drop_top": r4(top.mean()), "drop_top_ci": bootstrap_ci(top, images),
+            "drop_random": r4(rand.mean()), "drop_random_ci": bootstrap_ci(rand, images),
+            "drop_difference": r4((top - rand).mean()), "drop_difference_ci": bootstrap_ci(top - rand, images),
+            "ratio": r4(top.mean() / rand.mean()) if abs(rand.mean()) > 1e-9 else None,
+            "halved": r4(np.mean(top >= np.log(2))),   # share of words whose probability at least halves
+            "curve_levels": list(levels),
+            "curve_top": np.mean([w.curve_top for w in words], 0).round(4).tolist(),
+            "curve_random": np.mean([w.curve_random for w in words], 0).round(4).tolist()}
+
+
+def trace_faithfulness(captioner, photo, model: str, trace, steps: list[int] | None = None, levels=LEVELS,
+                       draws: int = DRAWS, seed: int = 0) -> list[WordFaithfulness]:
+    """Faithfulness of a (forced or decoded) trace's words on one photo through the pipeline
+    (default: every step); the words are forced as the trace has them."""
+    from .vision import model_inputs
+    lm = captioner.model(model)
+    feats, mask = model_inputs(captioner.inputs(lm, [photo]), lm.attends_to, captioner.device)
+    ids = [lm.vocab.index.get(s.word, lm.vocab.unk) for s in trace.steps]
+    steps = list(range(len(ids))) if steps is None else steps
+    return measure(lm.model, lm.vocab, feats, mask, [(0, ids)], [np.stack([s.attention for s in trace.steps])],
+                   [steps], levels, draws, seed)
