@@ -53,11 +53,11 @@ def test_launch_options_reach_the_apps_parser(monkeypatch):
     """The real app parser: --port and --device arrive where launch.py would put them."""
     got = {}
     studio = types.SimpleNamespace(captioner=types.SimpleNamespace(vision=None))
-    monkeypatch.setattr(app, "create_app", lambda *a: got.update(create=a) or ("demo", studio))
+    monkeypatch.setattr(app, "create_app", lambda *a, **kw: got.update(create=a, options=kw) or ("demo", studio))
     monkeypatch.setattr(app, "launch", lambda demo, host, port, **kw: got.update(launch=(demo, host, port)))
-    assert cli.main(["--port", "8000", "--device", "cpu"]) == 0
+    assert cli.main(["--port", "8000", "--device", "cpu", "--lecture"]) == 0
     assert got["launch"] == ("demo", "127.0.0.1", 8000)
-    assert got["create"][0] == "cpu"
+    assert got["create"][0] == "cpu" and got["options"] == {"lecture": True}
     with pytest.raises(SystemExit) as exit_:
         cli.main(["--no-such-option"])
     assert exit_.value.code == 2
