@@ -52,8 +52,8 @@ def test_stepping_and_restyling_never_rerun_the_model(studio, photo):
 def test_prerendered_views_are_looked_up_not_drawn(studio, photo):
     ex = studio.explore(photo, "sat-hard", DecodeSettings())
     style = S.Style()
-    studio.prerender(ex, style)
-    studio._renderer.submit(lambda: None).result()          # wait for the background drawing
+    studio.prerender(ex, style).result()                     # the overlays are drawn when it returns
+    studio._renderer.submit(lambda: None).result()          # and the coverage views after them
     drawn = []
     original = S.overlay
     S.overlay = lambda *a, **k: drawn.append(1) or original(*a, **k)

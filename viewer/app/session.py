@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -273,12 +273,14 @@ class Studio:
         shows a clicked word's view at once."""
         return [self.view_path(ex, style, t) for t in range(ex.n_steps)]
 
-    def prerender(self, ex: Exploration, style: Style) -> None:
-        """Draw every word's views in the background right after a decode (overlays first, the
-        views stepping shows), so that stepping through the words only looks files up."""
+    def prerender(self, ex: Exploration, style: Style) -> Future:
+        """Draw every word's views in the background right after a decode, so that stepping through
+        the words only looks files up. Returns when the overlays (what stepping shows) are done; the
+        coverage views follow."""
         one = replace(ex, beams=[ex.trace], beam=0)
-        self._renderer.submit(lambda: [self.view(one, style, t, kind) for kind in ("overlay", "coverage")
-                                       for t in range(one.n_steps)])
+        done = self._renderer.submit(lambda: [self.view(one, style, t) for t in range(one.n_steps)])
+        self._renderer.submit(lambda: [self.view(one, style, t, "coverage") for t in range(one.n_steps)])
+        return done
 
     # --- exporting ---------------------------------------------------------------------------
     def export_path(self, ex: Exploration, suffix: str) -> str:

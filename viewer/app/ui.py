@@ -93,8 +93,9 @@ const typing = (el) => !!el && (el.isContentEditable || el.tagName === 'TEXTAREA
   || (el.tagName === 'INPUT' && !['range', 'checkbox', 'radio', 'button', 'submit'].includes(el.type)));
 document.addEventListener('keydown', (e) => {
   if (typing(document.activeElement) || e.ctrlKey || e.metaKey || e.altKey) return;
-  if (e.key === 'ArrowRight') { document.querySelector('#next')?.click(); e.preventDefault(); }
-  if (e.key === 'ArrowLeft') { document.querySelector('#prev')?.click(); e.preventDefault(); }
+  const move = (d, button) => { if (!window.__viewerMove?.(d)) document.querySelector(button)?.click(); };
+  if (e.key === 'ArrowRight') { move(1, '#next'); e.preventDefault(); }
+  if (e.key === 'ArrowLeft') { move(-1, '#prev'); e.preventDefault(); }
 });
 // Lecture mode: a class on <body> (the toggle #lecture, or --lecture at load), and its keys:
 // space play/pause, 1-3 model, F full screen, Escape out of full screen, then out of lecture mode.
@@ -137,7 +138,7 @@ document.addEventListener('keydown', (e) => {
   const load = (u, tries) => {
     const im = new Image();
     im.onload = () => V.ready.add(u);
-    im.onerror = () => { if (tries < 50 && V.urls.includes(u)) setTimeout(() => load(u, tries + 1), 150); };
+    im.onerror = () => { if (tries < 3 && V.urls.includes(u)) setTimeout(() => load(u, tries + 1), 500); };
     im.src = u;
   };
   const refresh = () => {
@@ -153,11 +154,28 @@ document.addEventListener('keydown', (e) => {
     const u = V.urls[t], img = document.querySelector('#view img');
     if (u && img && V.ready.has(u) && img.src !== u) img.src = u;
   };
-  const current = () => Number(document.querySelector('#step input[type=range]')?.value || 1) - 1;
+  // The word slider is the one record of the selected word: the page moves it at once (a word
+  // click sets it quietly: the click's own event tells the server), so a quick next key counts
+  // from the word shown, and the server, told by the slider's input event, agrees.
+  const slider = () => document.querySelector('#step input[type=range]');
+  const current = () => Number(slider()?.value || 1) - 1;
+  window.__viewerMove = (d) => {
+    const t = current() + d, s = slider();
+    refresh();
+    if (!s || !V.ready.has(V.urls[t])) return false;
+    show(t);
+    s.value = String(t + 1);
+    s.dispatchEvent(new Event('input', {bubbles: true}));
+    return true;
+  };
   new MutationObserver(refresh).observe(document.documentElement, {subtree: true, childList: true});
   document.addEventListener('click', (e) => {
     const token = e.target.closest?.('#caption .token');
-    if (token) show([...document.querySelectorAll('#caption .token')].indexOf(token));
+    if (token) {
+      const t = [...document.querySelectorAll('#caption .token')].indexOf(token);
+      show(t);
+      if (slider() && V.ready.has(V.urls[t])) slider().value = String(t + 1);
+    }
     else if (e.target.closest?.('#next')) show(current() + 1);
     else if (e.target.closest?.('#prev')) show(current() - 1);
   }, true);
@@ -397,7 +415,7 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
             if ex is None:
                 return "", gr.Dropdown(), None
             st = _style(*style)
-            studio.prerender(ex, st)
+            studio.prerender(ex, st).result()   # the page preloads the names it gets: they must exist
             choices = S.head_choices(ex.trace)
             return S.view_urls_html(studio.view_paths(ex, st)), gr.Dropdown(
                 choices=choices, value=st.head if st.head in choices else S.MEAN_HEADS), \
