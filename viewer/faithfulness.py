@@ -61,32 +61,41 @@ class Probe:
 def forced_logprobs(model, vocab, feats: torch.Tensor, mask: torch.Tensor, rows: list[tuple[int, list[int]]],
                     probes: list[Probe], keep_mean: bool = False, batch: int = 256) -> np.ndarray:
     """log p of word `probe.step` of caption `rows[probe.row]` = (image index, token ids ending with
-    <end>) with `probe.hidden` taken out of the mask, teacher-forced; one batched pass per chunk."""
+    <end>) with `probe.hidden` taken out of the mask, teacher-forced. A probe only needs the words
+    up to its step, so each is decoded that far (most of the cost), in batches of one length."""
     out = np.empty(len(probes))
     settings = DecodeSettings(strategy="forced")
-    for i in range(0, len(probes), batch):
-        chunk = probes[i:i + batch]
-        images = torch.tensor([rows[p.row][0] for p in chunk], device=feats.device)
-        x, m = feats.index_select(0, images), mask.index_select(0, images).clone()
-        for j, p in enumerate(chunk):
-            m[j, p.hidden] = False
-        hyps = decode(model, x, m, settings, vocab, [rows[p.row][1] for p in chunk],
-                      init_mask=mask.index_select(0, images) if keep_mean else None)
-        out[i:i + len(chunk)] = [hs[0].logprobs[p.step] for hs, p in zip(hyps, chunk)]
+    by_step: dict[int, list[int]] = {}   # one length per batch: an unfinished prefix must last to the end
+    for i, p in enumerate(probes):
+        by_step.setdefault(p.step, []).append(i)
+    for same in by_step.values():
+        for i in range(0, len(same), batch):
+            index = same[i:i + batch]
+            chunk = [probes[j] for j in index]
+            images = torch.tensor([rows[p.row][0] for p in chunk], device=feats.device)
+            x, m = feats.index_select(0, images), mask.index_select(0, images).clone()
+            for j, p in enumerate(chunk):
+                m[j, p.hidden] = False
+            hyps = decode(model, x, m, settings, vocab, [rows[p.row][1][:p.step + 1] for p in chunk],
+                          init_mask=mask.index_select(0, images) if keep_mean else None)
+            out[index] = [hs[0].logprobs[p.step] for hs, p in zip(hyps, chunk)]
     return out
 
 
 def measure(model, vocab, feats: torch.Tensor, mask: torch.Tensor, rows: list[tuple[int, list[int]]],
             attention: list[np.ndarray], steps: list[list[int]] | None = None, levels=LEVELS, draws: int = DRAWS,
-            seed: int = 0, keep_mean: bool = False, batch: int = 256) -> list[WordFaithfulness]:
+            seed: int = 0, keep_mean: bool = False, batch: int = 256, curve_draws: int | None = None
+            ) -> list[WordFaithfulness]:
     """Faithfulness of the words of forced captions. `rows`: (image index into feats, token ids
     ending with <end>); `attention[r]` (T, K): caption r's own forced attention; `steps[r]`: the
-    steps to probe (default: every word naming a COCO class)."""
+    steps to probe (default: every word naming a COCO class). `draws` random draws for the top-half
+    comparison, `curve_draws` (default `draws`) at each level of the deletion curve."""
     vocab_words = vocab.words
+    curve_draws = draws if curve_draws is None else curve_draws
     if steps is None:
         steps = [[t for t, tok in enumerate(ids) if word_class(vocab_words[tok])] for _, ids in rows]
     rng = np.random.default_rng(seed)
-    probes, words = [Probe(r, t, []) for r, ts in enumerate(steps) for t in ts], []
+    words, probes = [], []   # probes[w]: word w's probe hiding nothing; each word's own probes follow
     for r, ts in enumerate(steps):
         valid = np.flatnonzero(mask[rows[r][0]].cpu().numpy())
         for t in ts:
@@ -94,21 +103,25 @@ def measure(model, vocab, feats: torch.Tensor, mask: torch.Tensor, rows: list[tu
             ranked = valid[np.argsort(-a, kind="stable")].tolist()
             top = valid[top_half(a)].tolist()
             randoms = [rng.choice(valid, len(top), replace=False).tolist() for _ in range(draws)]
-            curve = [(ranked[:n], [rng.choice(valid, n, replace=False).tolist() for _ in range(draws)])
+            curve = [[ranked[:n]] + [rng.choice(valid, n, replace=False).tolist() for _ in range(curve_draws)]
                      for n in (round(f * len(valid)) for f in levels)]
             words.append((r, t, top, randoms, curve))
-            probes += [Probe(r, t, top)] + [Probe(r, t, h) for h in randoms]
-            probes += [Probe(r, t, h) for first, rand in curve for h in [first, *rand]]
+            probes.append(Probe(r, t, []))
+    for r, t, top, randoms, curve in words:   # hiding nothing needs no probe of its own: it is the base
+        probes += [Probe(r, t, h) for h in [top, *randoms, *(h for level in curve for h in level)] if h]
     lp = forced_logprobs(model, vocab, feats, mask, rows, probes, keep_mean, batch)
-    base, rest = lp[:len(words)], lp[len(words):]
-    out, k = [], 0
+    base, k, out = lp[:len(words)], len(words), []
     for (r, t, top, randoms, curve), before in zip(words, base):
-        drops = before - rest[k:k + 1 + draws]
-        k += 1 + draws
-        curve_drops = (before - rest[k:k + len(curve) * (1 + draws)]).reshape(len(curve), 1 + draws)
-        k += len(curve) * (1 + draws)
-        out.append(WordFaithfulness(rows[r][0], t, vocab_words[rows[r][1][t]], len(top), float(drops[0]),
-                                    float(drops[1:].mean()), curve_drops[:, 0].round(4).tolist(),
+        def drop(hidden):
+            nonlocal k
+            if not hidden:
+                return 0.0
+            k += 1
+            return before - lp[k - 1]
+        d_top, d_random = drop(top), [drop(h) for h in randoms]
+        curve_drops = np.array([[drop(h) for h in level] for level in curve]).reshape(len(curve), 1 + curve_draws)
+        out.append(WordFaithfulness(rows[r][0], t, vocab_words[rows[r][1][t]], len(top), float(d_top),
+                                    float(np.mean(d_random)), curve_drops[:, 0].round(4).tolist(),
                                     curve_drops[:, 1:].mean(1).round(4).tolist()))
     return out
 
