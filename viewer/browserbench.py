@@ -46,6 +46,12 @@ NOTE = ("The first caption per model (model load) is a warm-up: it is reported a
         "playing (timer: 0.9 s), play_slider_to_overlay from the slider moving to the overlay loaded (Gradio "
         "moves the slider after setting the view src, so that one is only the image fetch and decode).")
 
+# How often Playwright asks the page whether a measurement is over. The time itself is taken by the
+# page's own event listeners, so this only sets how soon the next input follows. Polling on every
+# animation frame (Playwright's default) kept headless chromium drawing frames: over a caption it took
+# more CPU than the server, on the same 2 cores, slowing what it measured.
+POLL_MS = 50
+
 # Installed once in the page. `arm(trigger)` starts one measurement: t0 is the timestamp of the next
 # trusted click/keydown ('input') or of the next change of the word slider ('slider'); it ends when a
 # #view <img> whose src differs from the one shown at arm time has loaded. `check(grace)` is polled by
@@ -263,7 +269,7 @@ class Page:
         self.page.evaluate("t => window.__bench.arm(t)", trigger)
         action()
         try:
-            handle = self.page.wait_for_function("g => window.__bench.check(g)", arg=self.grace_ms,
+            handle = self.page.wait_for_function("g => window.__bench.check(g)", arg=self.grace_ms, polling=POLL_MS,
                                                  timeout=timeout_ms or self.timeout_ms)
             return handle.json_value()
         except PlaywrightTimeout:
@@ -296,7 +302,7 @@ class Page:
             w = window.__settle || (window.__settle = {s, t: performance.now()});
             if (w.s !== s) { w.s = s; w.t = performance.now(); }
             if (performance.now() - w.t < q) return false;
-            delete window.__settle; return true; }""", arg=quiet_ms, timeout=timeout_ms)
+            delete window.__settle; return true; }""", arg=quiet_ms, timeout=timeout_ms, polling=POLL_MS)
 
     def play_ticks(self, n: int, n_words: int) -> list[dict]:
         """Start Play and time up to `n` ticks; then pause. Play starts from the selected word, or from the

@@ -26,10 +26,12 @@ def create_app(device: str | None = None, checkpoint_dir: str | None = None, dat
     `lecture`: start in lecture mode (big type, the view filling the screen, keys for a projector)."""
     from ..checkpoints import CHECKPOINT_DIR
     from ..data.datasets import load_dataset
+    from ..device import share_cpu_with_browser
     from ..pipeline import Captioner
     from .session import Studio
     from .ui import build
 
+    share_cpu_with_browser()
     studio = Studio(Captioner(device, checkpoint_dir=checkpoint_dir or CHECKPOINT_DIR, feature_files=features),
                     dataset=load_dataset(data) if data else None)
     return build(studio, lecture=lecture), studio

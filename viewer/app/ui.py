@@ -133,12 +133,17 @@ document.addEventListener('keydown', (e) => {
 // preloads them and, on a word click, Previous/Next or the slider, shows the new word's view at
 // once, while the server's reply (panel, coverage, the same view) follows.
 (() => {
+  // The names come with the caption, while the server is still drawing the views in word order:
+  // fetch them one after another in that order (a view not drawn yet is asked again shortly).
   const V = {key: null, urls: [], ready: new Set()};
   const fileUrl = (p) => (window.gradio_config?.root || location.origin) + '/gradio_api/file=' + p;
-  const load = (u, tries) => {
+  const load = (key, i, tries) => {
+    const u = V.urls[i];
+    if (key !== V.key || !u) return;
+    if (V.ready.has(u)) { load(key, i + 1, 0); return; }
     const im = new Image();
-    im.onload = () => V.ready.add(u);
-    im.onerror = () => { if (tries < 3 && V.urls.includes(u)) setTimeout(() => load(u, tries + 1), 500); };
+    im.onload = () => { V.ready.add(u); load(key, i + 1, 0); };
+    im.onerror = () => { if (tries < 20) setTimeout(() => load(key, i, tries + 1), 100); else load(key, i + 1, 0); };
     im.src = u;
   };
   const refresh = () => {
@@ -147,7 +152,9 @@ document.addEventListener('keydown', (e) => {
     if (key === V.key) return;
     V.key = key; V.ready = new Set();
     V.urls = key ? JSON.parse(key).map(fileUrl) : [];
-    V.urls.forEach((u) => load(u, 0));
+    const shown = document.querySelector('#view img')?.src;
+    if (shown) V.ready.add(shown);   // the view on screen is loaded already
+    setTimeout(() => load(key, 0, 0), 50);   // after the first view has its turn
   };
   const show = (t) => {
     refresh();
@@ -384,9 +391,13 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
             ex.photo.name = os.path.basename(path)
             took = time.perf_counter() - start
             note = f"**{model_name}**: {len(ex.beams)} caption(s) in {took:.2f} s. Click a word, or use ← →."
-            # the first word's view at once; its coverage view follows with the other words' (after_decode)
-            return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note,
-                    *_step_reply(ex, 1, _style(*style), coverage=False))
+            # the first word's view at once; the other words' are drawn from now on, in word order, and
+            # their names go with this reply so the page can fetch each as soon as it exists
+            st = _style(*style)
+            reply = _step_reply(ex, 1, st, coverage=False)
+            studio.prerender(ex, st)
+            return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *reply,
+                    S.view_urls_html(studio.view_paths(ex, st)))
 
         def _trace_views(ex):
             return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
@@ -598,13 +609,16 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
         decode_inputs = [photo, model, strategy, beam, temperature, seed, max_len, *style_inputs]
         said = dict(fn=lambda ex: S.lecture_line(ex.model if ex else None), inputs=explored, outputs=lecture_line,
                     show_progress="hidden")
-        captioned = run.click(caption_photo, decode_inputs, [explored, beams, status, *step_outputs],
-                              concurrency_limit=4)
+        # the progress overlay on the view alone: drawn over every output, its timers cost a 2-core
+        # machine's browser more than the caption itself
+        captioned = run.click(caption_photo, decode_inputs, [explored, beams, status, *step_outputs, view_urls],
+                              concurrency_limit=4, show_progress_on=view)
         decoded(captioned)
         captioned.success(**said)
         for key, btn in enumerate(model_keys, 1):   # lecture keys 1-3: that model, on the same photo
             captioned = btn.click(functools.partial(pick_model, key), None, model).success(
-                caption_photo, decode_inputs, [explored, beams, status, *step_outputs], concurrency_limit=4)
+                caption_photo, decode_inputs, [explored, beams, status, *step_outputs, view_urls], concurrency_limit=4,
+                show_progress_on=view)
             decoded(captioned)
             captioned.success(**said)
         speed.change(lambda s: gr.Timer(value=float(s)), speed, timer, show_progress="hidden")
