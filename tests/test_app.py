@@ -147,6 +147,29 @@ def test_api_captions_a_photo_and_steps(server):
     assert view[0]["value"] == 2 and Image.open(view[1]).size == (960, 639)     # drawn on the photo, enlarged
 
 
+def test_caption_names_every_view_and_views_are_served_immutable(server):
+    """The caption reply names each word's view before they are all drawn; once drawn, each is served
+    with a cache header that lets the page keep it (stepping then never asks the server again)."""
+    import re
+    import time
+    import urllib.request
+    from gradio_client import Client, handle_file
+    url, studio = server
+    out = Client(url, verbose=False).predict(handle_file(os.path.join(ASSETS, "coffee.jpg")), "sat-soft", "Greedy",
+                                             3, 1.0, 0, 20, *S.Style().inputs(), api_name="/caption_photo")
+    names = json.loads(re.search(r'data-urls="([^"]*)"', out[-1]).group(1).replace("&quot;", '"'))
+    n_words = int(re.search(r"at step 1 of (\d+)", out[5]).group(1))
+    assert len(names) == n_words and all(os.path.dirname(n) == studio.view_dir for n in names)
+    for _ in range(100):   # drawn in the background, in word order
+        if all(os.path.exists(n) for n in names):
+            break
+        time.sleep(0.1)
+    with urllib.request.urlopen(f"{url}gradio_api/file={names[-1]}") as r:
+        assert "immutable" in r.headers["cache-control"] and r.read()[:2] == b"\xff\xd8"
+    assert not S.is_view_url(f"/gradio_api/file={studio.view_dir}/../secret.jpg")
+    assert not S.is_view_url("/gradio_api/file=/tmp/gradio/abc/coffee.jpg")   # an upload may change: no promise
+
+
 def test_api_gives_a_readable_error_for_a_bad_photo(server, tmp_path):
     from gradio_client import Client, handle_file
     url, _ = server

@@ -37,11 +37,35 @@ def create_app(device: str | None = None, checkpoint_dir: str | None = None, dat
     return build(studio, lecture=lecture), studio
 
 
+class ImmutableViews:
+    """ASGI middleware: rendered views are named by their content (session.view_path), so the
+    browser may keep them for good. Without this, every view the page had preloaded was asked
+    for again (a revalidation round trip to a busy server) each time stepping showed it."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        from .session import is_view_url
+        if scope["type"] != "http" or not is_view_url(scope.get("path", "")):
+            return await self.app(scope, receive, send)
+
+        async def send_cached(message):
+            if message["type"] == "http.response.start" and message["status"] == 200:
+                message["headers"] = [*message.get("headers", []),
+                                      (b"cache-control", b"private, max-age=86400, immutable")]
+            await send(message)
+        return await self.app(scope, receive, send_cached)
+
+
 def launch(demo, host: str = "127.0.0.1", port: int | None = None, block: bool = True, share: bool = False):
+    from starlette.middleware import Middleware
+
     from .ui import CSS, KEYS, THEME
     return demo.queue(default_concurrency_limit=8).launch(
         server_name=host, server_port=port or free_port(host), share=share, show_error=True, theme=THEME, css=CSS,
-        head=KEYS, ssr_mode=False, prevent_thread_lock=not block, max_file_size="60mb", quiet=not block)
+        head=KEYS, ssr_mode=False, prevent_thread_lock=not block, max_file_size="60mb", quiet=not block,
+        app_kwargs={"middleware": [Middleware(ImmutableViews)]})
 
 
 def parser() -> argparse.ArgumentParser:

@@ -14,6 +14,7 @@ import html
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -101,6 +102,15 @@ def jpeg(rgb: np.ndarray, quality: int = 90) -> bytes:
     return buf.getvalue()
 
 
+VIEW_PREFIX = "attention-viewer-"   # a Studio's folder (export_dir); its views/ hold content-named JPEGs
+_VIEW_URL = re.compile(r"/file=.*/" + VIEW_PREFIX + r"[^/]+/views/(?:overlay-|coverage-)?[0-9a-f]{40}\.jpg$")
+
+
+def is_view_url(path: str) -> bool:
+    """Is this URL path one of the content-named views a Studio serves (never rewritten)?"""
+    return bool(_VIEW_URL.search(path))
+
+
 def view_key(ex: "Exploration") -> bytes:
     """A digest of what a view of `ex`'s current trace depends on: the photo as drawn and every
     word's attention (a view's name, so equal views of equal decodes share one file)."""
@@ -155,7 +165,7 @@ class Studio:
         self._decodes: OrderedDict[tuple, list[AttentionTrace]] = OrderedDict()
         self._lock = threading.Lock()
         self._renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prerender")
-        self.export_dir = tempfile.mkdtemp(prefix="attention-viewer-")
+        self.export_dir = tempfile.mkdtemp(prefix=VIEW_PREFIX)
         atexit.register(self.close)
 
     def close(self) -> None:

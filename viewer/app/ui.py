@@ -135,14 +135,15 @@ document.addEventListener('keydown', (e) => {
 (() => {
   // The names come with the caption, while the server is still drawing the views in word order:
   // fetch them one after another in that order (a view not drawn yet is asked again shortly).
-  const V = {key: null, urls: [], ready: new Set()};
+  const V = {key: null, urls: [], ready: new Set(), images: []};
   const fileUrl = (p) => (window.gradio_config?.root || location.origin) + '/gradio_api/file=' + p;
   const load = (key, i, tries) => {
     const u = V.urls[i];
     if (key !== V.key || !u) return;
     if (V.ready.has(u)) { load(key, i + 1, 0); return; }
     const im = new Image();
-    im.onload = () => { V.ready.add(u); load(key, i + 1, 0); };
+    V.images.push(im);   // kept, decoded: showing it is then a paint, not a JPEG decode
+    im.onload = () => im.decode().catch(() => {}).finally(() => { V.ready.add(u); load(key, i + 1, 0); });
     im.onerror = () => { if (tries < 20) setTimeout(() => load(key, i, tries + 1), 100); else load(key, i + 1, 0); };
     im.src = u;
   };
@@ -150,11 +151,17 @@ document.addEventListener('keydown', (e) => {
     const el = document.querySelector('#view-urls [data-urls]');
     const key = el ? el.dataset.urls : null;
     if (key === V.key) return;
-    V.key = key; V.ready = new Set();
+    V.key = key; V.ready = new Set(); V.images = [];
     V.urls = key ? JSON.parse(key).map(fileUrl) : [];
-    const shown = document.querySelector('#view img')?.src;
-    if (shown) V.ready.add(shown);   // the view on screen is loaded already
-    setTimeout(() => load(key, 0, 0), 50);   // after the first view has its turn
+    // the view the caption brought goes first: preloading starts once it is on screen (or after 1 s)
+    const begin = Date.now(), first = V.urls[0];
+    const start = () => {
+      const im = document.querySelector('#view img');
+      if (key !== V.key) return;
+      if (Date.now() - begin < 1000 && !(im && im.src === first && im.complete)) { setTimeout(start, 30); return; }
+      load(key, 0, 0);
+    };
+    start();
   };
   const show = (t) => {
     refresh();
