@@ -323,3 +323,23 @@ def test_references_and_scores(captioner, tiny_data, photo):
     without_corpus = Studio(captioner).score(ex, refs)
     assert "CIDEr" not in without_corpus and without_corpus["BLEU-4"] == scores["BLEU-4"]
     studio.close()
+
+
+def test_session_logic_step_beam_score_triage_compare(studio, photo):
+    """What the handlers used to do inline: clamped word selection, beam choice, escaped scores,
+    triage cells, Compare's line."""
+    ex = studio.explore(photo, "sat-soft", DecodeSettings(strategy="beam", beam_size=2))
+    assert ex.go_to(0) == 0 and ex.go_to(999) == ex.n_steps - 1 and ex.go_to(2) == 1 and ex.step == 1
+    ex.choose_beam(1)
+    assert (ex.beam, ex.step) == (1, 0) and ex.trace is ex.beams[1]
+    page = S.score_html('a <script>alert(1)</script> "dog"', {"BLEU-4": 12.345}, corpus=False)
+    assert "<script>" not in page and "&lt;script&gt;" in page and "BLEU-4 12.3" in page and "--data" in page
+    assert "--data" not in S.score_html("a dog", {"CIDEr": 1.0}, corpus=True)
+    rows = [{"rank": 1, "image": "/far/away/dog.jpg", "caption": "a dog", "CIDEr": 0.5}]
+    assert S.triage_table(rows) == [[1, "dog.jpg", "a dog", 0.5, "", ""]]
+    line = S.compare_line(ex.trace, 1)
+    total = sum(s.logprob for s in ex.trace.steps)
+    assert line.startswith(f"**{ex.trace.model}** (log p {total:.2f}): ")
+    assert f"**[{ex.trace.steps[1].word}]**" in line and line.count("**[") == 1
+    assert studio.compare_caption(ex, ["sat-soft"], "  a red bus ") == "a red bus"
+    assert studio.compare_caption(ex, ["sat-soft"], " ") == studio.decode(ex.photo, "sat-soft", ex.settings)[0].caption

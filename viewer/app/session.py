@@ -152,6 +152,16 @@ class Exploration:
     def n_steps(self) -> int:
         return len(self.trace.steps)
 
+    def go_to(self, word: int) -> int:
+        """Select word `word` (1-based, as the word slider counts), clamped to the caption; returns the
+        0-based step. In place: the session's state and the page's slider must name the same word."""
+        self.step = int(min(max(1, word), self.n_steps)) - 1
+        return self.step
+
+    def choose_beam(self, index: int) -> None:
+        """Show beam `index` from its first word (in place, like `go_to`)."""
+        self.beam, self.step = int(index), 0
+
 
 class Studio:
     """Shared by all sessions: the captioner and a bounded cache of decodes (thread-safe)."""
@@ -338,6 +348,32 @@ class Studio:
     def score(self, ex: Exploration, references: list[str]) -> dict:
         corpus = None if self.dataset is None else self.dataset.captions
         return caption_scores(ex.trace.caption, references, corpus)
+
+    def compare_caption(self, ex: Exploration, models: list[str], text: str) -> str:
+        """The caption Compare forces through every model: the one typed, else the first model's own."""
+        return text.strip() or self.decode(ex.photo, models[0], ex.settings)[0].caption
+
+
+TRIAGE_COLUMNS = ["rank", "image", "caption", "CIDEr", "grounding", "confidence"]
+
+
+def triage_table(rows: list[dict]) -> list[list]:
+    """The triage table's cells (TRIAGE_COLUMNS): photos by file name, missing values blank."""
+    return [[os.path.basename(r.get(c, "")) if c == "image" else r.get(c, "") for c in TRIAGE_COLUMNS] for r in rows]
+
+
+def score_html(caption: str, scores: dict, corpus: bool) -> str:
+    """The caption's scores against the typed references, escaped (a forced caption is typed text)."""
+    note = "" if corpus else " (CIDEr needs a corpus: start the app with --data DIR)"
+    return (f'<div class="step-facts">"{html.escape(caption)}": '
+            + " &middot; ".join(f"{html.escape(k)} {v:.1f}" for k, v in scores.items()) + html.escape(note) + "</div>")
+
+
+def compare_line(trace: AttentionTrace, step: int) -> str:
+    """Compare's line for one model: its name, the caption's total log-probability, the words with
+    word `step` (0-based) in bold."""
+    words = [f"**[{s.word}]**" if i == step else s.word for i, s in enumerate(trace.steps)]
+    return f"**{trace.model}** (log p {sum(s.logprob for s in trace.steps):.2f}): " + " ".join(words)
 
 
 # --- views (pure functions of an Exploration) ------------------------------------------------

@@ -419,7 +419,7 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
             return _step_reply(ex, t, _style(*style))
 
         def _step_reply(ex, t, st, coverage=True):
-            ex.step = int(min(max(1, t), ex.n_steps)) - 1
+            ex.go_to(t)
             words = [w for w, _ in ex.trace.steps[ex.step].alternatives]
             return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
                     studio.view(ex, st, ex.step), S.caption_tokens(ex), S.step_panel(ex),
@@ -495,7 +495,7 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
         def choose_beam(ex, index, *style):
             if ex is None or index is None:
                 return ex, gr.Slider()
-            ex.beam, ex.step = int(index), 0
+            ex.choose_beam(index)
             return ex, gr.Slider(maximum=max(2, ex.n_steps), value=1)
 
         @friendly
@@ -517,9 +517,7 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
             if not name:
                 return [], None
             rows = studio.triage_rows(name)
-            columns = ["rank", "image", "caption", "CIDEr", "grounding", "confidence"]
-            table = [[os.path.basename(r.get(c, "")) if c == "image" else r.get(c, "") for c in columns] for r in rows]
-            return rows, gr.Dataframe(value=table, headers=columns)
+            return rows, gr.Dataframe(value=S.triage_table(rows), headers=S.TRIAGE_COLUMNS)
 
         def open_row(rows, evt: gr.SelectData):
             row = rows[evt.index[0]] if rows and evt.index is not None else None
@@ -535,9 +533,7 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
                 raise gr.Error("Caption a photo first.")
             refs = [line.strip() for line in (text or "").splitlines() if line.strip()]
             result = studio.score(ex, refs)
-            note = "" if "CIDEr" in result else " (CIDEr needs a corpus: start the app with --data DIR)"
-            return (f'<div class="step-facts">"{ex.trace.caption}": '
-                    + " &middot; ".join(f"{k} {v:.1f}" for k, v in result.items()) + note + "</div>")
+            return S.score_html(ex.trace.caption, result, corpus="CIDEr" in result)
 
         @friendly
         def diagnose(ex):
@@ -576,7 +572,7 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
                 raise gr.Error("Choose 1 to 3 models.")
             same = None
             if mode == "Same caption for all":
-                same = text.strip() or studio.decode(ex.photo, names[0], ex.settings)[0].caption
+                same = studio.compare_caption(ex, names, text)
             traces = studio.compare(ex.photo, names, ex.settings, same)
             longest = max(len(tr.steps) for tr in traces)
             return traces, gr.Slider(minimum=1, maximum=max(2, longest), value=1)
@@ -598,8 +594,7 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
                 k = min(int(t), len(tr.steps)) - 1
                 one = S.Exploration(ex.photo, tr.model, ex.settings, [tr], step=k, display=ex.display)
                 views.append(studio.view(one, st, k))
-                words = [f"**[{s.word}]**" if i == k else s.word for i, s in enumerate(tr.steps)]
-                texts.append(f"**{tr.model}** (log p {sum(s.logprob for s in tr.steps):.2f}): " + " ".join(words))
+                texts.append(S.compare_line(tr, k))
             views += [None] * (3 - len(views))
             texts += [""] * (3 - len(texts))
             return [*views, *texts]
