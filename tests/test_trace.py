@@ -20,6 +20,9 @@ def test_json_round_trip(captioner, photo, model):
         assert a.word == b.word and np.allclose(a.attention, b.attention, atol=1e-5)
         assert a.sample == b.sample
     assert again.to_json() == obj
+    assert again.attends_to is trace.attends_to and obj["attends_to"] in ("grid", "regions")   # stored as its string
+    with pytest.raises(ValueError):
+        AttentionTrace.from_json({**obj, "attends_to": "pixels"})
 
 
 def test_schema_of_grid_and_region_steps(captioner, photo):

@@ -25,6 +25,7 @@ def _decode_settings(args):
 
 def _steer_spec(spec: str, attends_to: str) -> tuple[int, tuple[int, ...]]:
     """--steer STEP:ROW,COL (grid) or STEP:REGION (regions) -> (0-based step, (row, col) or (region,))."""
+    from .images import AttendsTo
     head, _, tail = spec.partition(":")
     try:
         step, where = int(head), tuple(int(v) for v in tail.split(","))
@@ -33,15 +34,16 @@ def _steer_spec(spec: str, attends_to: str) -> tuple[int, tuple[int, ...]]:
     if step < 1 or len(where) not in (1, 2):
         raise ValueError(f"--steer {spec!r}: expected STEP:ROW,COL (grid models) or STEP:REGION (region models), "
                          "STEP counting words from 1")
-    if (len(where) == 1) != (attends_to == "regions"):
+    if (len(where) == 1) != (attends_to == AttendsTo.REGIONS):
         raise ValueError(f"--steer {spec!r}: this model attends to "
-                         + ("regions: give STEP:REGION" if attends_to == "regions" else "a grid: give STEP:ROW,COL"))
+                         + ("regions: give STEP:REGION" if attends_to == AttendsTo.REGIONS else "a grid: give STEP:ROW,COL"))
     return step - 1, where
 
 
 def _steer_unit(trace, where: tuple[int, ...]) -> tuple[int, str]:
     """The cell or region a --steer place names on this trace, and how to say it."""
-    if trace.attends_to == "regions":
+    from .images import AttendsTo
+    if trace.attends_to == AttendsTo.REGIONS:
         n = len(trace.region_labels)
         if not 0 <= where[0] < n:
             raise ValueError(f"--steer: no region {where[0]} in {trace.image} (it has {n}, numbered from 0)")

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from .decoding import DecodeSettings, decode
-from .images import load_photo, squash
+from .images import AttendsTo, load_photo, squash
 from .pipeline import Captioner
 from .render import render_step
 from .trace import build_trace
@@ -44,7 +44,7 @@ def end_to_end(captioner: Captioner, model: str, photos, settings: DecodeSetting
             image, t_pre = _timed(lambda: squash(photo))
             grid, t_enc = _timed(lambda: vision.encoder(torch.from_numpy(image[None])).cpu())
             regions, t_det = (None, 0.0)
-            if lm.attends_to == "regions":
+            if lm.attends_to == AttendsTo.REGIONS:
                 regions, t_det = _timed(lambda: vision.detector.detect(photo.rgb))
             feats = [ImageFeatures(grid[0], regions)]
 
@@ -70,7 +70,7 @@ def throughput(captioner: Captioner, model: str, photos, settings: DecodeSetting
                batch: int = 50) -> float:
     """Images per second for evaluate-style work: features cached, decoding batched."""
     lm = captioner.model(model)
-    feats = captioner.features(photos, with_regions=lm.attends_to == "regions")
+    feats = captioner.features(photos, with_regions=lm.attends_to == AttendsTo.REGIONS)
     items = [feats[i % len(feats)] for i in range(n_images)]
     start = time.perf_counter()
     for i in range(0, n_images, batch):
@@ -106,7 +106,7 @@ def one_beam_at_a_time(lm, x, mask, beam: int, max_len: int) -> list[int]:
 
 def batching_speedup(captioner: Captioner, model: str, photos, beam: int = 3, max_len: int = 20) -> dict:
     lm = captioner.model(model)
-    feats = captioner.features(photos, with_regions=lm.attends_to == "regions")
+    feats = captioner.features(photos, with_regions=lm.attends_to == AttendsTo.REGIONS)
     x, mask = model_inputs(feats, lm.attends_to, captioner.device)
     settings = DecodeSettings(strategy="beam", beam_size=beam, max_len=max_len)
     _, batched = _timed(lambda: decode(lm.model, x, mask, settings, lm.vocab))

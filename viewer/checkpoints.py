@@ -16,6 +16,7 @@ from safetensors import SafetensorError
 from safetensors.torch import safe_open, save_file
 
 from .data.vocab import Vocabulary
+from .images import AttendsTo
 from .models import REGISTRY, CaptionModel, build_model
 from .paths import CHECKPOINT_DIR
 from .vision import SPEC, SPEC_KEY, spec_key
@@ -52,7 +53,7 @@ class LoadedModel:
         return self.meta["name"]
 
     @property
-    def attends_to(self) -> str:
+    def attends_to(self) -> AttendsTo:
         return self.model.attends_to
 
 

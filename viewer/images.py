@@ -7,6 +7,8 @@ here (`cell_boxes`, `to_pixels`), so a grid cell on a 4:3 photo is a 4:3 rectang
 """
 from __future__ import annotations
 
+from enum import StrEnum
+
 import io
 import os
 from dataclasses import dataclass
@@ -16,6 +18,14 @@ from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 INPUT_SIZE = 224          # side of the squashed square every model sees
 GRID = 14                 # attention grid side
+
+class AttendsTo(StrEnum):
+    """What a model's attention weights are over: the cells of the encoder's grid (the SAT models,
+    the Transformer) or the detector's regions (Up-Down). Equal to its string, as stored in traces."""
+
+    GRID = "grid"
+    REGIONS = "regions"
+
 MAX_PIXELS = 100_000_000  # above this a file is treated as a decompression bomb and refused
 DISPLAY_SIDE = 2048       # decoded photos are kept at most this large for display
 MAX_FILE_BYTES = 60 * 1024 * 1024

@@ -17,7 +17,7 @@ import torch
 from . import checkpoints
 from .decoding import DecodeSettings, decode
 from .device import pick_device
-from .images import Photo
+from .images import AttendsTo, Photo
 from .trace import AttentionTrace, build_trace
 from .vision import ImageFeatures, VisionStack, model_inputs
 from .vision.carried import CarriedEncoder
@@ -92,7 +92,7 @@ class Captioner:
                                     lambda todo: [ImageFeatures(g) for g in encoder(todo)])
         if source == "precomputed":
             return [self._precomputed(lm, p) for p in photos]
-        return self.features(photos, with_regions=lm.attends_to == "regions")
+        return self.features(photos, with_regions=lm.attends_to == AttendsTo.REGIONS)
 
     def _precomputed(self, lm: checkpoints.LoadedModel, photo: Photo) -> ImageFeatures:
         spec = lm.vision_spec
@@ -106,7 +106,7 @@ class Captioner:
         dim = (item.grid if item.regions is None else item.regions.features).shape[-1]
         if dim != spec.get("dim", dim):
             raise ValueError(f"{lm.name} reads {spec['dim']}-d features; those found for {photo.name} are {dim}-d")
-        if (item.regions is None) != (lm.attends_to == "grid"):
+        if (item.regions is None) != (lm.attends_to == AttendsTo.GRID):
             found = "regions" if item.regions is not None else \
                 "a grid (region features need their boxes: <name>_box/<id>.npy next to <name>_att/)"
             raise ValueError(f"{lm.name} attends to {lm.attends_to}, but the features found for {photo.name} are {found}")
@@ -132,7 +132,7 @@ class Captioner:
             raise ValueError("everything the model could look at is hidden")
         ids = None if prefixes is None else [[lm.vocab.index.get(w, lm.vocab.unk) for w in p] for p in prefixes]
         if steer is not None:
-            sizes = [len(f.regions) if lm.attends_to == "regions" else x.shape[1] for f in feats]
+            sizes = [len(f.regions) if lm.attends_to == AttendsTo.REGIONS else x.shape[1] for f in feats]
             steer = (steer[0], _steer_maps(steer[1], sizes, x.shape[1]))
         hyps = decode(lm.model, x, mask, settings, lm.vocab, ids, steer)
         traces = [[build_trace(h, lm.vocab, lm.name, lm.attends_to, p.width, p.height, p.name, f.regions)

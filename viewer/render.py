@@ -19,7 +19,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from .grounding import entropy
-from .images import GRID, cell_boxes
+from .images import AttendsTo, GRID, cell_boxes
 from .trace import AttentionTrace
 from .vision.regions import CONTEXT
 
@@ -286,7 +286,7 @@ def render_coverage(rgb: np.ndarray, trace: AttentionTrace, t: int, style: str =
     or, for region models, the summed weight per pixel; stretched to its own range, as it grows."""
     h, w = rgb.shape[:2]
     cov = trace.coverage(t)
-    if trace.attends_to == "grid":
+    if trace.attends_to == AttendsTo.GRID:
         d = density(cov.reshape(trace.grid_side, trace.grid_side), w, h, style)
         peak, unit = float(cov.max()), "cell"
     else:
@@ -305,7 +305,7 @@ def render_step(rgb: np.ndarray, trace: AttentionTrace, t: int, style: str = "sm
     if head is not None and step.heads is not None:
         return render_heatmap(rgb, step.heads[head].reshape(trace.grid_side, trace.grid_side), style, cmap, opacity,
                               scale, bar=bar)
-    if trace.attends_to == "regions":
+    if trace.attends_to == AttendsTo.REGIONS:
         small = max(rgb.shape[:2]) < 300
         return render_regions(rgb, trace.boxes_pixels(), trace.region_labels, trace.region_scores, step.attention,
                               trace.width, trace.height, most=3 if small else 8, label_all=not small, bar=bar)
@@ -327,7 +327,7 @@ def step_legend(trace: AttentionTrace, t: int) -> str:
 def tile_bar(trace: AttentionTrace, t: int, width: int, cmap: str, scale: str, style: str = "smooth") -> np.ndarray:
     """A tile's colour bar: where its peak lies on the scale (regions: the top weight)."""
     s = trace.steps[t]
-    if trace.attends_to == "regions":
+    if trace.attends_to == AttendsTo.REGIONS:
         return colour_bar(width, "regions", float(np.sqrt(s.attention.max())), "0", "1", step_legend(trace, t))
     return map_bar(trace.grid(t), width, cmap, scale, style, step_legend(trace, t))
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .grounding import entropy
-from .images import GRID, grid_side, to_pixels
+from .images import AttendsTo, GRID, grid_side, to_pixels
 
 
 @dataclass
@@ -34,7 +34,7 @@ class TraceStep:
 @dataclass
 class AttentionTrace:
     model: str
-    attends_to: str                          # "grid" or "regions"
+    attends_to: AttendsTo
     steps: list[TraceStep]
     width: int                               # original photo size, for mapping boxes and cells
     height: int
@@ -74,7 +74,7 @@ class AttentionTrace:
         for s in self.steps:
             item = {"word": s.word, "logprob": round(s.logprob, 6),
                     "alternatives": [{"word": w, "prob": round(p, 6)} for w, p in s.alternatives]}
-            if self.attends_to == "grid":
+            if self.attends_to == AttendsTo.GRID:
                 item["grid"] = np.round(s.attention.reshape(self.grid_side, self.grid_side), 6).tolist()
             else:
                 item["regions"] = [{"box": [round(v, 2) for v in box], "label": label, "score": round(float(sc), 4),
@@ -113,18 +113,18 @@ class AttentionTrace:
                                    [(a["word"], a["prob"]) for a in s.get("alternatives", [])],
                                    s.get("beta"), None if sample is None else sample[0] * len(s["grid"]) + sample[1],
                                    heads, s.get("steered", False)))
-        return cls(obj["model"], obj.get("attends_to", "grid" if boxes is None else "regions"), steps,
+        return cls(obj["model"], AttendsTo(obj.get("attends_to", "grid" if boxes is None else "regions")), steps,
                    obj["width"], obj["height"], obj.get("image", ""), obj.get("score", 0.0),
                    obj.get("finished", True), boxes, labels, scores)
 
 
-def build_trace(hyp, vocab, model_name: str, attends_to: str, width: int, height: int, image: str = "",
+def build_trace(hyp, vocab, model_name: str, attends_to: AttendsTo, width: int, height: int, image: str = "",
                 regions=None) -> AttentionTrace:
     """Turn a decoding.Hypothesis (token ids, tensors) into a trace with words and numpy arrays."""
     steps = []
     for t, token in enumerate(hyp.tokens):
         att = hyp.attention[t].double().numpy()
-        k = len(regions) if regions is not None and attends_to == "regions" else att.shape[0]
+        k = len(regions) if regions is not None and attends_to == AttendsTo.REGIONS else att.shape[0]
         att = att[:k] / att[:k].sum()
         alts = [(vocab.words[i], math.exp(lp)) for i, lp in zip(hyp.top_ids[t].tolist(), hyp.top_logprobs[t].tolist())]
         steps.append(TraceStep(vocab.words[token], token, float(hyp.logprobs[t]), att.astype(np.float32), alts,
@@ -132,6 +132,6 @@ def build_trace(hyp, vocab, model_name: str, attends_to: str, width: int, height
                                None if hyp.sample is None else int(hyp.sample[t]),
                                None if hyp.heads is None else hyp.heads[t].float().numpy()))
     kw = {}
-    if attends_to == "regions" and regions is not None:
+    if attends_to == AttendsTo.REGIONS and regions is not None:
         kw = {"region_boxes": regions.boxes, "region_labels": list(regions.labels), "region_scores": regions.scores}
     return AttentionTrace(model_name, attends_to, steps, width, height, image, hyp.score, hyp.finished, **kw)

@@ -28,7 +28,7 @@ from .data.vocab import Vocabulary
 from .decoding import DecodeSettings
 from .evaluate import evaluate_split
 from .grounding import grid_units, inside_fractions, word_class
-from .images import GRID
+from .images import AttendsTo, GRID
 from .models import REGISTRY, build_model
 from .models.base import AttentionTargets
 from .scst import CiderReward, scst_loss
@@ -66,12 +66,12 @@ class TrainConfig:
 class FeatureTable:
     """All images' model inputs in memory (fp16), gathered per batch."""
 
-    def __init__(self, paths, cache: FeatureCache, attends_to: str, chunk: int = 256):
+    def __init__(self, paths, cache: FeatureCache, attends_to: AttendsTo, chunk: int = 256):
         self.index = {p: i for i, p in enumerate(paths)}
         feats, masks = [], []
         for i in range(0, len(paths), chunk):
             x, m = model_inputs([cache.load(p) for p in paths[i:i + chunk]], attends_to)
-            if attends_to == "regions":   # pad every chunk to the same region count
+            if attends_to == AttendsTo.REGIONS:   # pad every chunk to the same region count
                 x = torch.nn.functional.pad(x, (0, 0, 0, MAX_REGIONS - x.shape[1]))
                 m = torch.nn.functional.pad(m, (0, MAX_REGIONS - m.shape[1]))
             feats.append(x.half()); masks.append(m)
@@ -88,14 +88,14 @@ class GroundingTargets:
     """Attention supervision targets: per training image and COCO class, the fraction of each cell
     or region inside the detector's boxes of that class (`grounding.inside_fractions`)."""
 
-    def __init__(self, paths, cache: FeatureCache, attends_to: str, vocab: Vocabulary, weight: float):
+    def __init__(self, paths, cache: FeatureCache, attends_to: AttendsTo, vocab: Vocabulary, weight: float):
         self.weight = weight
         self.token_class = {i: c for i, w in enumerate(vocab.words) if (c := word_class(w))}
         self.fractions: dict[str, dict[str, np.ndarray]] = {}
         for p in paths:
             regions = cache.regions(p)
             labels = np.array(regions.labels)
-            units = grid_units(GRID * GRID) if attends_to == "grid" else regions.boxes
+            units = grid_units(GRID * GRID) if attends_to == AttendsTo.GRID else regions.boxes
             self.fractions[p] = {c: inside_fractions(units, regions.boxes[labels == c]).astype(np.float32)
                                  for c in set(regions.labels) & set(self.token_class.values())}
 

@@ -30,7 +30,7 @@ from ..grounding import grounding, grounding_summary
 from ..evaluate import caption_scores
 from ..faithfulness import DRAWS, LEVELS, trace_faithfulness
 from ..triage import list_runs, read_run
-from ..images import Photo, load_photo
+from ..images import AttendsTo, Photo, load_photo
 from ..paths import TRIAGE_DIR
 from ..pipeline import Captioner, photo_key
 from ..render import (render_cells, render_coverage, render_figure, render_gif, render_heads, render_step,
@@ -446,7 +446,7 @@ def step_panel(ex: Exploration) -> str:
 def grid_numbers(ex: Exploration) -> str:
     """HTML table of the raw grid attention (percent), or the region weights for region models."""
     s = ex.trace.steps[ex.step]
-    if ex.trace.attends_to == "regions":
+    if ex.trace.attends_to == AttendsTo.REGIONS:
         order = np.argsort(-s.attention)
         rows = "".join(f"<tr><td>{html.escape(ex.trace.region_labels[i])}</td><td>{ex.trace.region_scores[i]:.2f}</td>"
                        f"<td>{s.attention[i]:.3f}</td></tr>" for i in order)
@@ -473,7 +473,7 @@ def diagnosis(studio: Studio, ex: Exploration) -> str:
     flags = [f"mean map-to-map similarity {report['mean_pairwise_similarity']:.2f}"
              + (" &mdash; <b>attention barely moves from word to word</b>" if report["static"] else ""),
              f"largest coverage {report['coverage_max']:.2f}",
-             f"{report['share_never_attended']:.0%} of {'cells' if ex.trace.attends_to == 'grid' else 'regions'} "
+             f"{report['share_never_attended']:.0%} of {'cells' if ex.trace.attends_to == AttendsTo.GRID else 'regions'} "
              "never attended"]
     if "hard_left_argmax" in report:
         flags.append(f"the hard sample left alpha's argmax at {report['hard_left_argmax']:.0%} of the words")
@@ -502,14 +502,14 @@ def deletion_curve(studio: Studio, ex: Exploration) -> str:
                     for lv in levels)
     word = html.escape(w.word)
     return (f'<div class="step-facts">Does <b>{word}</b> depend on where the model looked? Hiding the '
-            f"{w.hidden} {'cell' if ex.trace.attends_to == 'grid' else 'region'}(s) that hold half its attention "
+            f"{w.hidden} {'cell' if ex.trace.attends_to == AttendsTo.GRID else 'region'}(s) that hold half its attention "
             f"lowers log p({word}) by {w.drop_top:.2f} nats; as many random ones by {w.drop_random:.2f}.</div>"
             f'<svg id="deletion-curve" width="300" height="150" viewBox="0 0 300 150" role="img" '
             f'aria-label="deletion curve">'
             f'<line x1="20" y1="110" x2="280" y2="110" stroke="#999"/><line x1="20" y1="10" x2="20" y2="110" stroke="#999"/>'
             f'<text x="22" y="9" font-size="10">{top:.1f} nats</text>{ticks}'
             f'{line(w.curve_top, "#f59e0b")}{line(w.curve_random, "#64748b")}'
-            f'<text x="150" y="143" font-size="10" text-anchor="middle">share of the {"cells" if ex.trace.attends_to == "grid" else "regions"} hidden</text>'
+            f'<text x="150" y="143" font-size="10" text-anchor="middle">share of the {"cells" if ex.trace.attends_to == AttendsTo.GRID else "regions"} hidden</text>'
             f'</svg><div style="font-size:.9rem"><span style="color:#f59e0b">&#9632;</span> most attended first '
             f'&nbsp; <span style="color:#64748b">&#9632;</span> random (mean of {DRAWS} draws): the drop in '
             f"log p({word}), teacher-forced on this caption</div>")
@@ -518,7 +518,7 @@ def deletion_curve(studio: Studio, ex: Exploration) -> str:
 def occlusion(studio: Studio, ex: Exploration, hidden: list[int] | None = None) -> str:
     """HTML: hide what the current word looked at (or the given cells/regions) and re-decode."""
     result = occlude(studio.captioner, ex.photo, ex.model, ex.trace, ex.step, hidden, ex.settings)
-    what = "cell" if ex.trace.attends_to == "grid" else "region"
+    what = "cell" if ex.trace.attends_to == AttendsTo.GRID else "region"
     names = ["(row {}, col {})".format(*divmod(h, ex.trace.grid_side)) if what == "cell" else ex.trace.region_labels[h]
              for h in result.hidden]
     return (f'<div class="step-facts">Hid {what} {html.escape(", ".join(names))}: p(<b>{html.escape(result.word)}</b>) '
@@ -530,7 +530,7 @@ def unit_at(ex: Exploration, x: float, y: float) -> int:
     """The cell (grid models) or the smallest region (region models) under view pixel (x, y)."""
     h, w = ex.display.shape[:2]
     ox, oy = x * ex.photo.width / w, y * ex.photo.height / h
-    if ex.trace.attends_to == "grid":
+    if ex.trace.attends_to == AttendsTo.GRID:
         return cell_at(ox, oy, ex.photo.width, ex.photo.height, ex.trace.grid_side)
     boxes = ex.trace.boxes_pixels()
     inside = [i for i, (x1, y1, x2, y2) in enumerate(boxes) if x1 <= ox <= x2 and y1 <= oy <= y2]
@@ -545,7 +545,7 @@ def steering(studio: Studio, ex: Exploration, x: float, y: float) -> tuple[str, 
     Also the viewer.steer.SteerResult, whose trace (step `ex.step` steered) draws the steered map."""
     unit = unit_at(ex, x, y)
     result = steer(studio.captioner, ex.photo, ex.model, ex.trace, ex.step, steer_map(ex.trace, unit), ex.settings)
-    where = ("(row {}, col {})".format(*divmod(unit, ex.trace.grid_side)) if ex.trace.attends_to == "grid"
+    where = ("(row {}, col {})".format(*divmod(unit, ex.trace.grid_side)) if ex.trace.attends_to == AttendsTo.GRID
              else f"region {html.escape(ex.trace.region_labels[unit])}")
     word = html.escape(result.word)
     page = (f'<div class="step-facts">Made <b>{word}</b> (word {ex.step + 1}) look at {where}: p(<b>{word}</b>) '

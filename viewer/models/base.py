@@ -14,6 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..images import AttendsTo
+
 State = dict[str, torch.Tensor]
 REGISTRY: dict[str, tuple[type, dict]] = {}
 
@@ -99,7 +101,7 @@ def supervision(steps: list[Step], targets: AttentionTargets | None, logs: dict)
 class CaptionModel(nn.Module):
     """A caption decoder: per-image state from features, then one word per `forward_step` for every row."""
 
-    attends_to = "grid"   # "grid" (14x14 cells) or "regions" (detector boxes)
+    attends_to = AttendsTo.GRID   # or AttendsTo.REGIONS (detector boxes)
     # State entries that are equal for every beam of an image (features, their projections, the
     # mask): beam search never moves a row to another image, so reordering beams leaves them be
     # (copying (beams, K, D) features every step was most of a beam search's time).

@@ -21,13 +21,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..images import AttendsTo
 from .base import CaptionModel, State, Step, attend, masked_mean, register, steered, supervision
 
 
 @register("sat-soft", attention="soft")
 @register("sat-hard", attention="hard")
 class ShowAttendTell(CaptionModel):
-    attends_to = "grid"
+    attends_to = AttendsTo.GRID
     image_state = ("a", "a_att", "mask")
 
     def __init__(self, vocab_size: int, feature_dim: int, attention: str = "soft", embed_dim: int = 256,

@@ -12,13 +12,14 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from ..images import AttendsTo
 from .base import ACTIVATIONS, CaptionModel, State, Step, attend, masked_mean, register, steered
 
 
 @register("sat-sgrvinod", attention_activation="relu", init_activation="none")
 @register("sat-aaronccwong", attention_activation="tanh", init_activation="tanh")
 class GatedSAT(CaptionModel):
-    attends_to = "grid"
+    attends_to = AttendsTo.GRID
     image_state = ("a", "a_att", "mask")
 
     def __init__(self, vocab_size: int, feature_dim: int = 2048, embed_dim: int = 512, hidden_dim: int = 512,

@@ -25,6 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..images import AttendsTo
 from .base import CaptionModel, State, Step, register
 
 
@@ -95,7 +96,7 @@ class DecoderLayer(nn.Module):
 
 @register("transformer")
 class TransformerCaptioner(CaptionModel):
-    attends_to = "grid"
+    attends_to = AttendsTo.GRID
 
     def __init__(self, vocab_size: int, feature_dim: int, dim: int = 256, layers: int = 3, heads: int = 8,
                  encoder_layers: int = 0, cells: int = 196, max_len: int = 64, dropout: float = 0.2,

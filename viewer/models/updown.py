@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from ..images import AttendsTo
 from .base import ACTIVATIONS, CaptionModel, State, Step, attend, masked_mean, register, steered
 
 
@@ -25,7 +26,7 @@ def _embedding(n_in: int, n_out: int, dropout: float) -> nn.Sequential:
 @register("updown-ruotianluo", embed_mean=True, word_relu=True)
 @register("updown-poojahira", embed_features=False, attention_activation="relu")
 class UpDown(CaptionModel):
-    attends_to = "regions"
+    attends_to = AttendsTo.REGIONS
     image_state = ("v", "v_att", "v_mean", "mask")
 
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 256, hidden_dim: int = 512,

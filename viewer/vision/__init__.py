@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..images import INPUT_SIZE, Photo, squash
+from ..images import AttendsTo, INPUT_SIZE, Photo, squash
 from . import encoder, regions
 from .regions import Regions
 
@@ -54,10 +54,10 @@ class VisionStack:
         return [ImageFeatures(g, self.detector.detect(p.rgb) if with_regions else None) for g, p in zip(grids, photos)]
 
 
-def model_inputs(items: list[ImageFeatures], attends_to: str, device: torch.device | str = "cpu"
+def model_inputs(items: list[ImageFeatures], attends_to: AttendsTo, device: torch.device | str = "cpu"
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """Batch features for a decoder: (B, K, D) float32 and a (B, K) bool mask of real entries."""
-    if attends_to == "grid":
+    if attends_to == AttendsTo.GRID:
         feats = torch.stack([it.grid for it in items]).to(device, torch.float32)
         return feats, torch.ones(feats.shape[:2], dtype=torch.bool, device=device)
     k = max(len(it.regions) for it in items)
