@@ -23,7 +23,7 @@ def calls(monkeypatch):
     """Both mains replaced by recorders: which one got which arguments."""
     seen = []
     monkeypatch.setattr(cli_main, "main", lambda argv=None: seen.append(("cli", argv)) or 0)
-    monkeypatch.setattr(app, "main", lambda argv=None: seen.append(("app", argv)) or 0)
+    monkeypatch.setattr(app, "main", lambda argv=None, prog=None: seen.append(("app", argv)) or 0)
     return seen
 
 
@@ -47,6 +47,14 @@ def test_no_arguments_reads_the_command_line(calls, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["attention-viewer", "models"])
     cli.main()
     assert calls == [("cli", ["models"])]
+
+
+def test_app_help_names_the_command(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: attention-viewer" in out and "launch.py" not in out
 
 
 def test_launch_options_reach_the_apps_parser(monkeypatch):

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
               f"attention-viewer {{{','.join(SUBCOMMANDS)}}} ...: as `python -m viewer`, "
               "e.g. `attention-viewer caption --help`\n")
     from . import app
-    return app.main(argv)
+    return app.main(argv, prog="attention-viewer")
 
 
 if __name__ == "__main__":

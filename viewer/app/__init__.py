@@ -68,8 +68,8 @@ def launch(demo, host: str = "127.0.0.1", port: int | None = None, block: bool =
         app_kwargs={"middleware": [Middleware(ImmutableViews)]})
 
 
-def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="launch.py", description="Start the attention viewer.")
+def parser(prog: str = "launch.py") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="Start the attention viewer.")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: this machine only)")
     parser.add_argument("--port", type=int, default=7860)
     parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
@@ -85,8 +85,8 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+def main(argv=None, prog: str = "launch.py") -> int:
+    args = parser(prog).parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)   # Gradio's own start-up requests
     if args.host not in ("127.0.0.1", "localhost", "::1"):
