@@ -241,11 +241,233 @@ def _style(upsampling, colormap, opacity, scale, show_alpha, hard_samples, head)
     return S.Style(upsampling, colormap, float(opacity), scale, bool(show_alpha), int(hard_samples), head)
 
 
+class Handlers:
+    """Every event handler of the app, one method each: what a click, key or slider does, calling the
+    Studio (session.py) for the work. `build` only lays the page out and wires these up."""
+
+    def __init__(self, studio: S.Studio, models: list[str]):
+        self.studio, self.models = studio, models
+
+    @friendly
+    def caption_photo(self, path, model_name, strat, k, temp, sd, mlen, *style, progress=gr.Progress()):
+        if not path:
+            raise gr.Error("Choose a photo first: upload, paste, drop, or click an example.")
+        if not model_name:
+            raise gr.Error("No model is available: see checkpoints/README.md.")
+        progress(0.1, desc=f"{model_name} is looking at the photo")
+        start = time.perf_counter()
+        ex = self.studio.explore(path, model_name, _settings(strat, k, temp, sd, mlen))
+        ex.photo.name = os.path.basename(path)
+        took = time.perf_counter() - start
+        note = f"**{model_name}**: {len(ex.beams)} caption(s) in {took:.2f} s. Click a word, or use ← →."
+        # the first word's view at once; the other words' are drawn from now on, in word order, and
+        # their names go with this reply so the page can fetch each as soon as it exists
+        st = _style(*style)
+        reply = self._step_reply(ex, 1, st, coverage=False)
+        self.studio.prerender(ex, st)
+        return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *reply,
+                S.view_urls_html(self.studio.view_paths(ex, st)))
+
+    def _trace_views(self, ex):
+        return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
+                gr.Radio(choices=S.beam_choices(ex), value=ex.beam))
+
+    @friendly
+    def show_step(self, ex, t, *style):
+        """Everything that changes with the word, in one reply: every event that moves the word
+        (slider, word click, arrow keys, play) calls this once; the views were drawn in advance."""
+        if ex is None:
+            return (gr.Slider(), None, None, "", None, "", gr.Radio(choices=[]))
+        return self._step_reply(ex, t, _style(*style))
+
+    def _step_reply(self, ex, t, st, coverage=True):
+        ex.go_to(t)
+        words = [w for w, _ in ex.trace.steps[ex.step].alternatives]
+        return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
+                self.studio.view(ex, st, ex.step), S.caption_tokens(ex), S.step_panel(ex),
+                self.studio.view(ex, st, ex.step, "coverage") if coverage else gr.skip(), S.grid_numbers(ex),
+                gr.Radio(choices=words, value=None))
+
+    @friendly
+    def after_decode(self, ex, *style):
+        """Every word's views drawn in the background and their names for the browser to preload
+        (stepping then swaps pictures in the page), and the head picker's entries."""
+        if ex is None:
+            return "", gr.Dropdown(), None
+        st = _style(*style)
+        self.studio.prerender(ex, st).result()   # the page preloads the names it gets: they must exist
+        choices = S.head_choices(ex.trace)
+        return S.view_urls_html(self.studio.view_paths(ex, st)), gr.Dropdown(
+            choices=choices, value=st.head if st.head in choices else S.MEAN_HEADS), \
+            self.studio.view(ex, st, ex.step, "coverage")
+
+    @friendly
+    def draw_strip(self, ex, *style):
+        return None if ex is None else self.studio.image_file(S.strip(ex, _style(*style)))
+
+    @friendly
+    def show_heads(self, ex, *style):
+        if ex is None:
+            raise gr.Error("Caption a photo first.")
+        return self.studio.image_file(S.all_heads(ex, _style(*style)))
+
+    @friendly
+    def restyle(self, ex, t, *style):
+        return (*self.show_step(ex, t, *style), self.after_decode(ex, *style)[0], self.draw_strip(ex, *style))
+
+    def move(self, delta, ex, t, *style):
+        return self.show_step(ex, t + delta, *style)
+
+    def click_word(self, ex, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_,
+                   evt: gr.SelectData):
+        t = int(evt.index) if isinstance(evt.index, int) else int(evt.index[0])
+        return self.show_step(ex, t + 1, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_)
+
+    @friendly
+    def pick_model(self, key):
+        return gr.Dropdown(value=S.model_for_key(self.models, key))
+
+    def tick(self, ex, t, *style):
+        if ex is None or t >= ex.n_steps:
+            return (*self.show_step(ex, t, *style), gr.Timer(active=False), False, gr.Button(value="▶ Play"))
+        return (*self.show_step(ex, t + 1, *style), gr.Timer(), True, gr.Button())
+
+    def toggle_play(self, ex, t, is_playing):
+        if ex is None or is_playing:
+            return gr.Timer(active=False), False, gr.Button(value="▶ Play"), gr.Slider()
+        start = 1 if t >= ex.n_steps else t
+        return gr.Timer(active=True), True, gr.Button(value="⏸ Pause"), gr.Slider(value=int(start))
+
+    @friendly
+    def branch(self, ex, t, word, *style):
+        if ex is None or not word:
+            raise gr.Error("Pick one of the next words first.")
+        ex = self.studio.branch(ex, int(t) - 1, word)
+        return (ex, *self._trace_views(ex))
+
+    @friendly
+    def undo(self, how, ex, *style):
+        """Back one branch or reset to the model's own caption."""
+        if ex is None:
+            raise gr.Error("Caption a photo first.")
+        ex = self.studio.unbranch(ex) if how == "back" else self.studio.reset(ex)
+        return (ex, *self._trace_views(ex))
+
+    @friendly
+    def choose_beam(self, ex, index, *style):
+        if ex is None or index is None:
+            return ex, gr.Slider()
+        ex.choose_beam(index)
+        return ex, gr.Slider(maximum=max(2, ex.n_steps), value=1)
+
+    @friendly
+    def export(self, kind, ex, t, *style):
+        if ex is None:
+            raise gr.Error("Caption a photo first.")
+        st = _style(*style)
+        if kind == "json":
+            path = self.studio.export_json(ex)
+        elif kind == "gif":
+            path = self.studio.export_gif(ex, st)
+        else:
+            draw = {"strip": S.strip, "heads": S.all_heads, "view": S.overlay}[kind]
+            path = self.studio.export_png(ex, draw(ex, st), kind)
+        return gr.File(value=path, visible=True)
+
+    @friendly
+    def load_triage(self, name):
+        if not name:
+            return [], None
+        rows = self.studio.triage_rows(name)
+        return rows, gr.Dataframe(value=S.triage_table(rows), headers=S.TRIAGE_COLUMNS)
+
+    def open_row(self, rows, evt: gr.SelectData):
+        row = rows[evt.index[0]] if rows and evt.index is not None else None
+        if row is None or not os.path.isfile(row["image"]):
+            raise gr.Error("That photo is not on this machine any more.")
+        models_now = self.studio.models()
+        return row["image"], gr.Dropdown(value=row["model"] if row["model"] in models_now else None), \
+            gr.Tabs(selected="explore")
+
+    @friendly
+    def score(self, ex, text):
+        if ex is None:
+            raise gr.Error("Caption a photo first.")
+        refs = [line.strip() for line in (text or "").splitlines() if line.strip()]
+        result = self.studio.score(ex, refs)
+        return S.score_html(ex.trace.caption, result, corpus="CIDEr" in result)
+
+    @friendly
+    def diagnose(self, ex):
+        if ex is None:
+            raise gr.Error("Caption a photo first.")
+        return S.diagnosis(self.studio, ex)
+
+    @friendly
+    def hide(self, ex):
+        if ex is None:
+            raise gr.Error("Caption a photo first.")
+        return S.occlusion(self.studio, ex)
+
+    @friendly
+    def click_photo(self, ex, mode, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_,
+                    evt: gr.SelectData):
+        """Steer the selected word's attention to the clicked place, or hide that place."""
+        style = (upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_)
+        if ex is None:
+            raise gr.Error("Caption a photo first.")
+        if evt is None or evt.index is None:
+            return gr.HTML(), gr.Image()
+        x, y = evt.index[:2]
+        if mode == HIDE:
+            return S.occlusion(self.studio, ex, [S.unit_at(ex, x, y)]), gr.Image(visible=False)
+        page, result = S.steering(self.studio, ex, x, y)
+        one = S.Exploration(ex.photo, ex.model, ex.settings, [result.trace], display=ex.display)
+        return page, gr.Image(value=self.studio.view(one, _style(*style), result.step), visible=True)
+
+    @friendly
+    def compare(self, ex, names, mode, text, *style):
+        if ex is None:
+            raise gr.Error("Caption a photo in Explore first; Compare uses the same photo.")
+        names = list(names or [])
+        if not 1 <= len(names) <= 3:
+            raise gr.Error("Choose 1 to 3 self.models.")
+        same = None
+        if mode == "Same caption for all":
+            same = self.studio.compare_caption(ex, names, text)
+        traces = self.studio.compare(ex.photo, names, ex.settings, same)
+        longest = max(len(tr.steps) for tr in traces)
+        return traces, gr.Slider(minimum=1, maximum=max(2, longest), value=1)
+
+    @friendly
+    def export_figure(self, ex, traces, *style):
+        if ex is None or not traces:
+            raise gr.Error("Run Compare first (same caption for all gives the paper's soft-vs-hard figure).")
+        return gr.File(value=self.studio.export_png(ex, S.figure(ex, traces, _style(*style)), "figure"), visible=True)
+
+    @friendly
+    def show_compare(self, ex, traces, t, *style):
+        blank = [None] * 3, [""] * 3
+        if ex is None or not traces:
+            return [*blank[0], *blank[1]]
+        st = _style(*style)
+        views, texts = [], []
+        for tr in traces:
+            k = min(int(t), len(tr.steps)) - 1
+            one = S.Exploration(ex.photo, tr.model, ex.settings, [tr], step=k, display=ex.display)
+            views.append(self.studio.view(one, st, k))
+            texts.append(S.compare_line(tr, k))
+        views += [None] * (3 - len(views))
+        texts += [""] * (3 - len(texts))
+        return [*views, *texts]
+
+
 def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
     """The app; `lecture`: start in lecture mode (big type, full-screen view, keys; see KEYS)."""
     os.makedirs(studio.view_dir, exist_ok=True)
     gr.set_static_paths([studio.view_dir])   # views are served as they are: their names are known in advance
     models = sorted(studio.models(), key=lambda m: (m not in DEFAULT_ORDER, DEFAULT_ORDER.index(m) if m in DEFAULT_ORDER else 0, m))
+    h = Handlers(studio, models)
     examples = [os.path.join(ASSETS, n) for n in sorted(os.listdir(ASSETS)) if n.endswith(".jpg")]
     # uploads and served images in Gradio's cache are deleted an hour after they were made
     with gr.Blocks(title="Attention viewer", analytics_enabled=False, delete_cache=(600, 3600)) as demo:
@@ -386,224 +608,11 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
         style_inputs = [upsampling, colormap, opacity, scale, show_alpha, hard_samples, head]
         step_outputs = [step, view, caption, panel, coverage, numbers, alternative]
 
-        @friendly
-        def caption_photo(path, model_name, strat, k, temp, sd, mlen, *style, progress=gr.Progress()):
-            if not path:
-                raise gr.Error("Choose a photo first: upload, paste, drop, or click an example.")
-            if not model_name:
-                raise gr.Error("No model is available: see checkpoints/README.md.")
-            progress(0.1, desc=f"{model_name} is looking at the photo")
-            start = time.perf_counter()
-            ex = studio.explore(path, model_name, _settings(strat, k, temp, sd, mlen))
-            ex.photo.name = os.path.basename(path)
-            took = time.perf_counter() - start
-            note = f"**{model_name}**: {len(ex.beams)} caption(s) in {took:.2f} s. Click a word, or use ← →."
-            # the first word's view at once; the other words' are drawn from now on, in word order, and
-            # their names go with this reply so the page can fetch each as soon as it exists
-            st = _style(*style)
-            reply = _step_reply(ex, 1, st, coverage=False)
-            studio.prerender(ex, st)
-            return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *reply,
-                    S.view_urls_html(studio.view_paths(ex, st)))
-
-        def _trace_views(ex):
-            return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
-                    gr.Radio(choices=S.beam_choices(ex), value=ex.beam))
-
-        @friendly
-        def show_step(ex, t, *style):
-            """Everything that changes with the word, in one reply: every event that moves the word
-            (slider, word click, arrow keys, play) calls this once; the views were drawn in advance."""
-            if ex is None:
-                return (gr.Slider(), None, None, "", None, "", gr.Radio(choices=[]))
-            return _step_reply(ex, t, _style(*style))
-
-        def _step_reply(ex, t, st, coverage=True):
-            ex.go_to(t)
-            words = [w for w, _ in ex.trace.steps[ex.step].alternatives]
-            return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
-                    studio.view(ex, st, ex.step), S.caption_tokens(ex), S.step_panel(ex),
-                    studio.view(ex, st, ex.step, "coverage") if coverage else gr.skip(), S.grid_numbers(ex),
-                    gr.Radio(choices=words, value=None))
-
-        @friendly
-        def after_decode(ex, *style):
-            """Every word's views drawn in the background and their names for the browser to preload
-            (stepping then swaps pictures in the page), and the head picker's entries."""
-            if ex is None:
-                return "", gr.Dropdown(), None
-            st = _style(*style)
-            studio.prerender(ex, st).result()   # the page preloads the names it gets: they must exist
-            choices = S.head_choices(ex.trace)
-            return S.view_urls_html(studio.view_paths(ex, st)), gr.Dropdown(
-                choices=choices, value=st.head if st.head in choices else S.MEAN_HEADS), \
-                studio.view(ex, st, ex.step, "coverage")
-
-        @friendly
-        def draw_strip(ex, *style):
-            return None if ex is None else studio.image_file(S.strip(ex, _style(*style)))
-
-        @friendly
-        def show_heads(ex, *style):
-            if ex is None:
-                raise gr.Error("Caption a photo first.")
-            return studio.image_file(S.all_heads(ex, _style(*style)))
-
-        @friendly
-        def restyle(ex, t, *style):
-            return (*show_step(ex, t, *style), after_decode(ex, *style)[0], draw_strip(ex, *style))
-
-        def move(delta, ex, t, *style):
-            return show_step(ex, t + delta, *style)
-
-        def click_word(ex, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_,
-                       evt: gr.SelectData):
-            t = int(evt.index) if isinstance(evt.index, int) else int(evt.index[0])
-            return show_step(ex, t + 1, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_)
-
-        @friendly
-        def pick_model(key):
-            return gr.Dropdown(value=S.model_for_key(models, key))
-
-        def tick(ex, t, *style):
-            if ex is None or t >= ex.n_steps:
-                return (*show_step(ex, t, *style), gr.Timer(active=False), False, gr.Button(value="▶ Play"))
-            return (*show_step(ex, t + 1, *style), gr.Timer(), True, gr.Button())
-
-        def toggle_play(ex, t, is_playing):
-            if ex is None or is_playing:
-                return gr.Timer(active=False), False, gr.Button(value="▶ Play"), gr.Slider()
-            start = 1 if t >= ex.n_steps else t
-            return gr.Timer(active=True), True, gr.Button(value="⏸ Pause"), gr.Slider(value=int(start))
-
-        @friendly
-        def branch(ex, t, word, *style):
-            if ex is None or not word:
-                raise gr.Error("Pick one of the next words first.")
-            ex = studio.branch(ex, int(t) - 1, word)
-            return (ex, *_trace_views(ex))
-
-        @friendly
-        def undo(how, ex, *style):
-            """Back one branch or reset to the model's own caption."""
-            if ex is None:
-                raise gr.Error("Caption a photo first.")
-            ex = studio.unbranch(ex) if how == "back" else studio.reset(ex)
-            return (ex, *_trace_views(ex))
-
-        @friendly
-        def choose_beam(ex, index, *style):
-            if ex is None or index is None:
-                return ex, gr.Slider()
-            ex.choose_beam(index)
-            return ex, gr.Slider(maximum=max(2, ex.n_steps), value=1)
-
-        @friendly
-        def export(kind, ex, t, *style):
-            if ex is None:
-                raise gr.Error("Caption a photo first.")
-            st = _style(*style)
-            if kind == "json":
-                path = studio.export_json(ex)
-            elif kind == "gif":
-                path = studio.export_gif(ex, st)
-            else:
-                draw = {"strip": S.strip, "heads": S.all_heads, "view": S.overlay}[kind]
-                path = studio.export_png(ex, draw(ex, st), kind)
-            return gr.File(value=path, visible=True)
-
-        @friendly
-        def load_triage(name):
-            if not name:
-                return [], None
-            rows = studio.triage_rows(name)
-            return rows, gr.Dataframe(value=S.triage_table(rows), headers=S.TRIAGE_COLUMNS)
-
-        def open_row(rows, evt: gr.SelectData):
-            row = rows[evt.index[0]] if rows and evt.index is not None else None
-            if row is None or not os.path.isfile(row["image"]):
-                raise gr.Error("That photo is not on this machine any more.")
-            models_now = studio.models()
-            return row["image"], gr.Dropdown(value=row["model"] if row["model"] in models_now else None), \
-                gr.Tabs(selected="explore")
-
-        @friendly
-        def score(ex, text):
-            if ex is None:
-                raise gr.Error("Caption a photo first.")
-            refs = [line.strip() for line in (text or "").splitlines() if line.strip()]
-            result = studio.score(ex, refs)
-            return S.score_html(ex.trace.caption, result, corpus="CIDEr" in result)
-
-        @friendly
-        def diagnose(ex):
-            if ex is None:
-                raise gr.Error("Caption a photo first.")
-            return S.diagnosis(studio, ex)
-
-        @friendly
-        def hide(ex):
-            if ex is None:
-                raise gr.Error("Caption a photo first.")
-            return S.occlusion(studio, ex)
-
-        @friendly
-        def click_photo(ex, mode, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_,
-                        evt: gr.SelectData):
-            """Steer the selected word's attention to the clicked place, or hide that place."""
-            style = (upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_)
-            if ex is None:
-                raise gr.Error("Caption a photo first.")
-            if evt is None or evt.index is None:
-                return gr.HTML(), gr.Image()
-            x, y = evt.index[:2]
-            if mode == HIDE:
-                return S.occlusion(studio, ex, [S.unit_at(ex, x, y)]), gr.Image(visible=False)
-            page, result = S.steering(studio, ex, x, y)
-            one = S.Exploration(ex.photo, ex.model, ex.settings, [result.trace], display=ex.display)
-            return page, gr.Image(value=studio.view(one, _style(*style), result.step), visible=True)
-
-        @friendly
-        def compare(ex, names, mode, text, *style):
-            if ex is None:
-                raise gr.Error("Caption a photo in Explore first; Compare uses the same photo.")
-            names = list(names or [])
-            if not 1 <= len(names) <= 3:
-                raise gr.Error("Choose 1 to 3 models.")
-            same = None
-            if mode == "Same caption for all":
-                same = studio.compare_caption(ex, names, text)
-            traces = studio.compare(ex.photo, names, ex.settings, same)
-            longest = max(len(tr.steps) for tr in traces)
-            return traces, gr.Slider(minimum=1, maximum=max(2, longest), value=1)
-
-        @friendly
-        def export_figure(ex, traces, *style):
-            if ex is None or not traces:
-                raise gr.Error("Run Compare first (same caption for all gives the paper's soft-vs-hard figure).")
-            return gr.File(value=studio.export_png(ex, S.figure(ex, traces, _style(*style)), "figure"), visible=True)
-
-        @friendly
-        def show_compare(ex, traces, t, *style):
-            blank = [None] * 3, [""] * 3
-            if ex is None or not traces:
-                return [*blank[0], *blank[1]]
-            st = _style(*style)
-            views, texts = [], []
-            for tr in traces:
-                k = min(int(t), len(tr.steps)) - 1
-                one = S.Exploration(ex.photo, tr.model, ex.settings, [tr], step=k, display=ex.display)
-                views.append(studio.view(one, st, k))
-                texts.append(S.compare_line(tr, k))
-            views += [None] * (3 - len(views))
-            texts += [""] * (3 - len(texts))
-            return [*views, *texts]
-
-        render_step = dict(fn=show_step, inputs=[explored, step, *style_inputs], outputs=step_outputs,
+        render_step = dict(fn=h.show_step, inputs=[explored, step, *style_inputs], outputs=step_outputs,
                            show_progress="hidden")
-        views_after = dict(fn=after_decode, inputs=[explored, *style_inputs], outputs=[view_urls, head, coverage],
+        views_after = dict(fn=h.after_decode, inputs=[explored, *style_inputs], outputs=[view_urls, head, coverage],
                            show_progress="hidden")
-        strip_after = dict(fn=draw_strip, inputs=[explored, *style_inputs], outputs=strip, show_progress="hidden")
+        strip_after = dict(fn=h.draw_strip, inputs=[explored, *style_inputs], outputs=strip, show_progress="hidden")
 
         def decoded(event):
             """After anything that brings a new trace: its views, then its word strip."""
@@ -613,55 +622,55 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
                     show_progress="hidden")
         # the progress overlay on the view alone: drawn over every output, its timers cost a 2-core
         # machine's browser more than the caption itself
-        captioned = run.click(caption_photo, decode_inputs, [explored, beams, status, *step_outputs, view_urls],
+        captioned = run.click(h.caption_photo, decode_inputs, [explored, beams, status, *step_outputs, view_urls],
                               concurrency_limit=4, show_progress_on=view)
         decoded(captioned)
         captioned.success(**said)
         for key, btn in enumerate(model_keys, 1):   # lecture keys 1-3: that model, on the same photo
-            captioned = btn.click(functools.partial(pick_model, key), None, model).success(
-                caption_photo, decode_inputs, [explored, beams, status, *step_outputs, view_urls], concurrency_limit=4,
+            captioned = btn.click(functools.partial(h.pick_model, key), None, model).success(
+                h.caption_photo, decode_inputs, [explored, beams, status, *step_outputs, view_urls], concurrency_limit=4,
                 show_progress_on=view)
             decoded(captioned)
             captioned.success(**said)
         speed.change(lambda s: gr.Timer(value=float(s)), speed, timer, show_progress="hidden")
-        step.input(show_step, [explored, step, *style_inputs], step_outputs, show_progress="hidden")
+        step.input(h.show_step, [explored, step, *style_inputs], step_outputs, show_progress="hidden")
         for control in style_inputs:
-            control.change(restyle, [explored, step, *style_inputs], [*step_outputs, view_urls, strip],
+            control.change(h.restyle, [explored, step, *style_inputs], [*step_outputs, view_urls, strip],
                            show_progress="hidden")
-        prev_btn.click(functools.partial(move, -1), [explored, step, *style_inputs], step_outputs,
+        prev_btn.click(functools.partial(h.move, -1), [explored, step, *style_inputs], step_outputs,
                        show_progress="hidden")
-        next_btn.click(functools.partial(move, +1), [explored, step, *style_inputs], step_outputs,
+        next_btn.click(functools.partial(h.move, +1), [explored, step, *style_inputs], step_outputs,
                        show_progress="hidden")
-        caption.select(click_word, [explored, *style_inputs], step_outputs, show_progress="hidden")
-        play_btn.click(toggle_play, [explored, step, playing], [timer, playing, play_btn, step]).success(**render_step)
-        timer.tick(tick, [explored, step, *style_inputs], [*step_outputs, timer, playing, play_btn],
+        caption.select(h.click_word, [explored, *style_inputs], step_outputs, show_progress="hidden")
+        play_btn.click(h.toggle_play, [explored, step, playing], [timer, playing, play_btn, step]).success(**render_step)
+        timer.tick(h.tick, [explored, step, *style_inputs], [*step_outputs, timer, playing, play_btn],
                    show_progress="hidden")
-        decoded(branch_btn.click(branch, [explored, step, alternative, *style_inputs],
+        decoded(branch_btn.click(h.branch, [explored, step, alternative, *style_inputs],
                                  [explored, step, beams]).success(**render_step))
         for btn, how in ((back_btn, "back"), (reset_btn, "reset")):
-            decoded(btn.click(functools.partial(undo, how), [explored, *style_inputs],
+            decoded(btn.click(functools.partial(h.undo, how), [explored, *style_inputs],
                               [explored, step, beams]).success(**render_step))
-        decoded(beams.select(choose_beam, [explored, beams, *style_inputs], [explored, step]).success(**render_step))
-        heads_btn.click(show_heads, [explored, *style_inputs], heads_view)
+        decoded(beams.select(h.choose_beam, [explored, beams, *style_inputs], [explored, step]).success(**render_step))
+        heads_btn.click(h.show_heads, [explored, *style_inputs], heads_view)
         for btn, kind in ((png_view, "view"), (png_strip, "strip"), (png_heads, "heads"), (gif, "gif"),
                           (json_btn, "json")):
-            btn.click(functools.partial(export, kind), [explored, step, *style_inputs], download)
-        triage_run.change(load_triage, triage_run, [triage_rows, triage_table])
+            btn.click(functools.partial(h.export, kind), [explored, step, *style_inputs], download)
+        triage_run.change(h.load_triage, triage_run, [triage_rows, triage_table])
         triage_refresh.click(lambda: gr.Dropdown(choices=studio.triage_runs()), None, triage_run)
-        decoded(triage_table.select(open_row, triage_rows, [photo, model, tabs]).success(
-            caption_photo, [photo, model, strategy, beam, temperature, seed, max_len, *style_inputs],
+        decoded(triage_table.select(h.open_row, triage_rows, [photo, model, tabs]).success(
+            h.caption_photo, [photo, model, strategy, beam, temperature, seed, max_len, *style_inputs],
             [explored, beams, status, *step_outputs]))
-        diagnose_btn.click(diagnose, explored, diagnosis)
-        score_btn.click(score, [explored, references], scores)
+        diagnose_btn.click(h.diagnose, explored, diagnosis)
+        score_btn.click(h.score, [explored, references], scores)
         photo.change(lambda path: "\n".join(studio.references_for(path or "")), photo, references,
                      show_progress="hidden")
-        occlude_btn.click(hide, explored, occluded)
-        view.select(click_photo, [explored, click_mode, *style_inputs], [clicked, steered_view])
-        cmp_run.click(compare, [explored, cmp_models, cmp_mode, cmp_text, *style_inputs], [compared, cmp_step])
-        cmp_step.change(show_compare, [explored, compared, cmp_step, *style_inputs], [*cmp_views, *cmp_captions],
+        occlude_btn.click(h.hide, explored, occluded)
+        view.select(h.click_photo, [explored, click_mode, *style_inputs], [clicked, steered_view])
+        cmp_run.click(h.compare, [explored, cmp_models, cmp_mode, cmp_text, *style_inputs], [compared, cmp_step])
+        cmp_step.change(h.show_compare, [explored, compared, cmp_step, *style_inputs], [*cmp_views, *cmp_captions],
                         show_progress="hidden")
-        cmp_figure.click(export_figure, [explored, compared, *style_inputs], cmp_download)
-        compared.change(show_compare, [explored, compared, cmp_step, *style_inputs], [*cmp_views, *cmp_captions],
+        cmp_figure.click(h.export_figure, [explored, compared, *style_inputs], cmp_download)
+        compared.change(h.show_compare, [explored, compared, cmp_step, *style_inputs], [*cmp_views, *cmp_captions],
                         show_progress="hidden")
     return demo
 
