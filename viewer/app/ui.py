@@ -1,8 +1,9 @@
 """The Gradio app: layout and thin wiring; everything it shows comes from app/session.py.
 
-One render path: prev/next, clicks on words, the play timer and the keyboard only move the
-word slider; the slider's change event renders the step. Nothing here runs a model except
-the Caption, Branch and Compare buttons, and those go through the Studio's decode cache.
+`Handlers` holds what each event does (one method per event, calling the Studio); `build` lays
+the page out and wires events to them. Stepping: the page swaps in the preloaded view of the new
+word itself (KEYS) and the word slider, the one record of the word, tells the server. Nothing here
+runs a model except Caption, Branch and Compare, and those go through the Studio's decode cache.
 """
 from __future__ import annotations
 
