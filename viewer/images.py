@@ -7,17 +7,20 @@ here (`cell_boxes`, `to_pixels`), so a grid cell on a 4:3 photo is a 4:3 rectang
 """
 from __future__ import annotations
 
-from enum import StrEnum
-
 import io
 import os
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 INPUT_SIZE = 224          # side of the squashed square every model sees
 GRID = 14                 # attention grid side
+MAX_PIXELS = 100_000_000  # above this a file is treated as a decompression bomb and refused
+DISPLAY_SIDE = 2048       # decoded photos are kept at most this large for display
+MAX_FILE_BYTES = 60 * 1024 * 1024
+
 
 class AttendsTo(StrEnum):
     """What a model's attention weights are over: the cells of the encoder's grid (the SAT models,
@@ -26,9 +29,11 @@ class AttendsTo(StrEnum):
     GRID = "grid"
     REGIONS = "regions"
 
-MAX_PIXELS = 100_000_000  # above this a file is treated as a decompression bomb and refused
-DISPLAY_SIDE = 2048       # decoded photos are kept at most this large for display
-MAX_FILE_BYTES = 60 * 1024 * 1024
+    @property
+    def unit(self) -> str:
+        """One attention weight's place, in words: "cell" or "region"."""
+        return "cell" if self is AttendsTo.GRID else "region"
+
 
 ImageFile.LOAD_TRUNCATED_IMAGES = False
 Image.MAX_IMAGE_PIXELS = MAX_PIXELS

@@ -27,7 +27,7 @@ def steer_map(trace: AttentionTrace, unit: int, sigma: float = 1.0) -> np.ndarra
     `sigma` (in cells) is the blob's width for soft grid models."""
     n = len(trace.steps[0].attention)
     if not 0 <= unit < n:
-        raise ValueError(f"no {'region' if trace.attends_to == AttendsTo.REGIONS else 'cell'} {unit}: there are {n}")
+        raise ValueError(f"no {trace.attends_to.unit} {unit}: there are {n}")
     if trace.attends_to == AttendsTo.REGIONS or trace.steps[0].sample is not None:
         return np.eye(n, dtype=np.float32)[unit]
     side = trace.grid_side

@@ -45,6 +45,9 @@ class AttentionTrace:
     region_labels: list[str] = field(default_factory=list)
     region_scores: np.ndarray | None = None
 
+    def __post_init__(self):
+        self.attends_to = AttendsTo(self.attends_to)   # refuses anything but "grid" / "regions"
+
     @property
     def words(self) -> list[str]:
         return [s.word for s in self.steps if s.word != "<end>"]
@@ -113,7 +116,7 @@ class AttentionTrace:
                                    [(a["word"], a["prob"]) for a in s.get("alternatives", [])],
                                    s.get("beta"), None if sample is None else sample[0] * len(s["grid"]) + sample[1],
                                    heads, s.get("steered", False)))
-        return cls(obj["model"], AttendsTo(obj.get("attends_to", "grid" if boxes is None else "regions")), steps,
+        return cls(obj["model"], obj.get("attends_to", "grid" if boxes is None else "regions"), steps,
                    obj["width"], obj["height"], obj.get("image", ""), obj.get("score", 0.0),
                    obj.get("finished", True), boxes, labels, scores)
 

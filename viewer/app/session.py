@@ -473,7 +473,7 @@ def diagnosis(studio: Studio, ex: Exploration) -> str:
     flags = [f"mean map-to-map similarity {report['mean_pairwise_similarity']:.2f}"
              + (" &mdash; <b>attention barely moves from word to word</b>" if report["static"] else ""),
              f"largest coverage {report['coverage_max']:.2f}",
-             f"{report['share_never_attended']:.0%} of {'cells' if ex.trace.attends_to == AttendsTo.GRID else 'regions'} "
+             f"{report['share_never_attended']:.0%} of {ex.trace.attends_to.unit}s "
              "never attended"]
     if "hard_left_argmax" in report:
         flags.append(f"the hard sample left alpha's argmax at {report['hard_left_argmax']:.0%} of the words")
@@ -502,14 +502,14 @@ def deletion_curve(studio: Studio, ex: Exploration) -> str:
                     for lv in levels)
     word = html.escape(w.word)
     return (f'<div class="step-facts">Does <b>{word}</b> depend on where the model looked? Hiding the '
-            f"{w.hidden} {'cell' if ex.trace.attends_to == AttendsTo.GRID else 'region'}(s) that hold half its attention "
+            f"{w.hidden} {ex.trace.attends_to.unit}(s) that hold half its attention "
             f"lowers log p({word}) by {w.drop_top:.2f} nats; as many random ones by {w.drop_random:.2f}.</div>"
             f'<svg id="deletion-curve" width="300" height="150" viewBox="0 0 300 150" role="img" '
             f'aria-label="deletion curve">'
             f'<line x1="20" y1="110" x2="280" y2="110" stroke="#999"/><line x1="20" y1="10" x2="20" y2="110" stroke="#999"/>'
             f'<text x="22" y="9" font-size="10">{top:.1f} nats</text>{ticks}'
             f'{line(w.curve_top, "#f59e0b")}{line(w.curve_random, "#64748b")}'
-            f'<text x="150" y="143" font-size="10" text-anchor="middle">share of the {"cells" if ex.trace.attends_to == AttendsTo.GRID else "regions"} hidden</text>'
+            f'<text x="150" y="143" font-size="10" text-anchor="middle">share of the {ex.trace.attends_to.unit}s hidden</text>'
             f'</svg><div style="font-size:.9rem"><span style="color:#f59e0b">&#9632;</span> most attended first '
             f'&nbsp; <span style="color:#64748b">&#9632;</span> random (mean of {DRAWS} draws): the drop in '
             f"log p({word}), teacher-forced on this caption</div>")
@@ -518,7 +518,7 @@ def deletion_curve(studio: Studio, ex: Exploration) -> str:
 def occlusion(studio: Studio, ex: Exploration, hidden: list[int] | None = None) -> str:
     """HTML: hide what the current word looked at (or the given cells/regions) and re-decode."""
     result = occlude(studio.captioner, ex.photo, ex.model, ex.trace, ex.step, hidden, ex.settings)
-    what = "cell" if ex.trace.attends_to == AttendsTo.GRID else "region"
+    what = ex.trace.attends_to.unit
     names = ["(row {}, col {})".format(*divmod(h, ex.trace.grid_side)) if what == "cell" else ex.trace.region_labels[h]
              for h in result.hidden]
     return (f'<div class="step-facts">Hid {what} {html.escape(", ".join(names))}: p(<b>{html.escape(result.word)}</b>) '
