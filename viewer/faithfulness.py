@@ -73,11 +73,12 @@ def forced_logprobs(model, vocab, feats: torch.Tensor, mask: torch.Tensor, rows:
             index = same[i:i + batch]
             chunk = [probes[j] for j in index]
             images = torch.tensor([rows[p.row][0] for p in chunk], device=feats.device)
-            x, m = feats.index_select(0, images), mask.index_select(0, images).clone()
+            x, seen = feats.index_select(0, images), mask.index_select(0, images)
+            m = seen.clone()
             for j, p in enumerate(chunk):
                 m[j, p.hidden] = False
             hyps = decode(model, x, m, settings, vocab, [rows[p.row][1][:p.step + 1] for p in chunk],
-                          init_mask=mask.index_select(0, images) if keep_mean else None)
+                          init_mask=seen if keep_mean else None)
             out[index] = [hs[0].logprobs[p.step] for hs, p in zip(hyps, chunk)]
     return out
 
@@ -95,7 +96,15 @@ def measure(model, vocab, feats: torch.Tensor, mask: torch.Tensor, rows: list[tu
     if steps is None:
         steps = [[t for t, tok in enumerate(ids) if word_class(vocab_words[tok])] for _, ids in rows]
     rng = np.random.default_rng(seed)
-    words, probes = [], []   # probes[w]: word w's probe hiding nothing; each word's own probes follow
+    words, probes = [], []   # words: (row, step, units in the top half, probe indices: base, top, randoms, curve)
+
+    def probe(r: int, t: int, hidden: list[int]) -> int | None:
+        """The index of the probe hiding `hidden` (none for hiding nothing: that is the word's base)."""
+        if not hidden:
+            return None
+        probes.append(Probe(r, t, hidden))
+        return len(probes) - 1
+
     for r, ts in enumerate(steps):
         valid = np.flatnonzero(mask[rows[r][0]].cpu().numpy())
         for t in ts:
@@ -105,23 +114,17 @@ def measure(model, vocab, feats: torch.Tensor, mask: torch.Tensor, rows: list[tu
             randoms = [rng.choice(valid, len(top), replace=False).tolist() for _ in range(draws)]
             curve = [[ranked[:n]] + [rng.choice(valid, n, replace=False).tolist() for _ in range(curve_draws)]
                      for n in (round(f * len(valid)) for f in levels)]
-            words.append((r, t, top, randoms, curve))
-            probes.append(Probe(r, t, []))
-    for r, t, top, randoms, curve in words:   # hiding nothing needs no probe of its own: it is the base
-        probes += [Probe(r, t, h) for h in [top, *randoms, *(h for level in curve for h in level)] if h]
+            probes.append(Probe(r, t, []))   # the word as the model saw it
+            words.append((r, t, len(top), len(probes) - 1, probe(r, t, top), [probe(r, t, h) for h in randoms],
+                          [[probe(r, t, h) for h in level] for level in curve]))
     lp = forced_logprobs(model, vocab, feats, mask, rows, probes, keep_mean, batch)
-    base, k, out = lp[:len(words)], len(words), []
-    for (r, t, top, randoms, curve), before in zip(words, base):
-        def drop(hidden):
-            nonlocal k
-            if not hidden:
-                return 0.0
-            k += 1
-            return before - lp[k - 1]
-        d_top, d_random = drop(top), [drop(h) for h in randoms]
-        curve_drops = np.array([[drop(h) for h in level] for level in curve]).reshape(len(curve), 1 + curve_draws)
-        out.append(WordFaithfulness(rows[r][0], t, vocab_words[rows[r][1][t]], len(top), float(d_top),
-                                    float(np.mean(d_random)), curve_drops[:, 0].round(4).tolist(),
+    out = []
+    for r, t, hidden, base, top, randoms, curve in words:
+        def drop(i: int | None) -> float:
+            return 0.0 if i is None else float(lp[base] - lp[i])
+        curve_drops = np.array([[drop(i) for i in level] for level in curve]).reshape(len(curve), 1 + curve_draws)
+        out.append(WordFaithfulness(rows[r][0], t, vocab_words[rows[r][1][t]], hidden, drop(top),
+                                    float(np.mean([drop(i) for i in randoms])), curve_drops[:, 0].round(4).tolist(),
                                     curve_drops[:, 1:].mean(1).round(4).tolist()))
     return out
 
