@@ -47,6 +47,19 @@ def test_metadata_says_what_the_model_is(tiny_checkpoints):
     assert meta["vocab"][:4] == ["<pad>", "<start>", "<end>", "<unk>"]
 
 
+def test_vision_spec_round_trips_and_keeps_the_stored_form():
+    """Ours is stored without a `source` field, an imported one with it; both hash as before the dataclass."""
+    from viewer.vision import SPEC, SPEC_KEY, FeatureSource, VisionSpec
+    from viewer.vision.carried import resnet_spec
+    from viewer.vision.spec import spec_key
+    assert "source" not in SPEC.to_json() and SPEC.key == SPEC_KEY == spec_key(SPEC.to_json())
+    carried = resnet_spec([3, 4, 23, 3])
+    stored = carried.to_json()
+    assert stored["source"] == "checkpoint" and stored["layers"] == [3, 4, 23, 3]
+    assert VisionSpec.from_json(stored) == carried and carried.brings_own_features and not SPEC.brings_own_features
+    assert VisionSpec.from_json(SPEC.to_json()) == SPEC and SPEC.source == FeatureSource.OURS
+
+
 @pytest.mark.parametrize("field", ["vocab", "model_type", "hparams", "format"])
 def test_missing_field_is_refused(tiny_checkpoints, tmp_path, field):
     dst = str(tmp_path / "bad.safetensors")
@@ -59,6 +72,8 @@ def test_missing_field_is_refused(tiny_checkpoints, tmp_path, field):
     (lambda m: m.update(model_type="lstm-of-the-future"), "unknown model type"),
     (lambda m: m.update(vision_spec_key="0123456789ab"), "other image features"),
     (lambda m: m.update(format="someone-else/3"), "format"),
+    (lambda m: m["vision_spec"].update(source="webcam"), "unknown feature source 'webcam'"),
+    (lambda m: m["vision_spec"].update(source="checkpoint"), "does not match its key"),
     (lambda m: m["hparams"].update(hidden_dim=999), "do not match|cannot rebuild"),
     (lambda m: m["hparams"].update(no_such_option=1), "cannot rebuild"),
 ])

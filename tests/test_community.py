@@ -30,6 +30,7 @@ from viewer.decoding import DecodeSettings, decode
 from viewer.images import load_photo
 from viewer.pipeline import Captioner
 from viewer.safe_pickle import load as safe_load
+from viewer.vision import FeatureSource
 
 from conftest import ASSETS
 
@@ -286,7 +287,7 @@ def test_aaronccwong_import_with_vgg_weights_reproduces_the_original(tmp_path):
     # without encoder weights: imported, and it says it needs precomputed features
     plain = checkpoints.load(import_checkpoint(str(tmp_path / "model_10.pth"), str(tmp_path / "aw-plain"),
                                                word_map=str(tmp_path / "word_dict.json")))
-    assert plain.vision_spec["source"] == "precomputed"
+    assert plain.vision_spec.source == FeatureSource.PRECOMPUTED
     photo = load_photo(os.path.join(ASSETS, "coffee.jpg"))
     with pytest.raises(ValueError, match="precomputed features"):
         Captioner("cpu", checkpoint_dir=str(tmp_path)).caption([photo], str(tmp_path / "aw-plain.safetensors"))

@@ -164,8 +164,10 @@ def cmd_import(args) -> int:
     path = import_checkpoint(args.path, out, word_map=args.word_map, infos=args.infos,
                              encoder_weights=args.encoder_weights)
     from . import checkpoints
+    from .vision import FeatureSource
     meta = checkpoints.read_meta(path)
-    needs = meta["vision_spec"].get("describe") if meta["vision_spec"].get("source") == "precomputed" else None
+    spec = checkpoints.stored_vision_spec(meta)
+    needs = spec.details.get("describe") if spec.source == FeatureSource.PRECOMPUTED else None
     print(f"wrote {path} ({meta['model_type']}, vocabulary {len(meta['vocab'])})"
           + (f"; it runs on precomputed features ({needs}): pass --features" if needs else ""))
     return 0
@@ -273,14 +275,14 @@ def cmd_triage(args) -> int:
 def cmd_bench(args) -> int:
     import glob
     from . import bench
-    from .checkpoints import available, brings_own_features, read_meta
+    from .checkpoints import available, read_meta, stored_vision_spec
     from .paths import ASSETS
     images = args.images or [ASSETS]
     paths = []
     for item in images:
         paths += sorted(glob.glob(os.path.join(item, "*.jpg"))) if os.path.isdir(item) else [item]
     models = args.models or [name for name, path in available(args.checkpoints).items()
-                             if not brings_own_features(read_meta(path)["vision_spec"])]
+                             if not stored_vision_spec(read_meta(path)).brings_own_features]
     result = bench.run(models, paths, args.device, repeats=args.repeats, beam=args.beam,
                        checkpoint_dir=args.checkpoints)
     print(json.dumps(result, indent=1) if args.json else bench.table(result))

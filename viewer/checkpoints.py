@@ -19,7 +19,7 @@ from .data.vocab import Vocabulary
 from .images import AttendsTo
 from .models import REGISTRY, CaptionModel, build_model
 from .paths import CHECKPOINT_DIR
-from .vision import SPEC, SPEC_KEY, spec_key
+from .vision import SPEC, SPEC_KEY, FeatureSource, VisionSpec
 
 ENCODER_PREFIX = "encoder."   # an imported model's own grid encoder, stored next to its decoder
 
@@ -40,13 +40,13 @@ class LoadedModel:
         self.encoder_tensors = encoder_tensors or {}
 
     @property
-    def vision_spec(self) -> dict:
+    def vision_spec(self) -> VisionSpec:
         """Where this model's inputs come from: ours (the default), its own encoder, or precomputed files."""
-        return self.meta.get("vision_spec", SPEC)
+        return stored_vision_spec(self.meta)
 
     @property
     def imported(self) -> bool:
-        return brings_own_features(self.vision_spec)
+        return self.vision_spec.brings_own_features
 
     @property
     def name(self) -> str:
@@ -57,9 +57,9 @@ class LoadedModel:
         return self.model.attends_to
 
 
-def brings_own_features(vision_spec: dict) -> bool:
-    """An imported model: it carries its own encoder ("checkpoint") or reads a user's files ("precomputed")."""
-    return vision_spec.get("source") in ("checkpoint", "precomputed")
+def stored_vision_spec(meta: dict) -> VisionSpec:
+    """The vision spec in a checkpoint's metadata (ours when it names none)."""
+    return VisionSpec.from_json(meta["vision_spec"]) if "vision_spec" in meta else SPEC
 
 
 def code_version() -> str:
@@ -72,12 +72,11 @@ def code_version() -> str:
 
 
 def save(path: str, model: CaptionModel, vocab: Vocabulary, name: str, model_type: str, hparams: dict,
-         extra: dict | None = None, half: bool = True, vision_spec: dict | None = None,
+         extra: dict | None = None, half: bool = True, vision_spec: VisionSpec = SPEC,
          encoder_tensors: dict[str, torch.Tensor] | None = None) -> None:
     """`vision_spec` and `encoder_tensors` are for imported models that bring their own encoder."""
-    vision_spec = vision_spec or SPEC
     meta = {"format": FORMAT, "name": name, "model_type": model_type, "hparams": hparams, "vocab": vocab.words,
-            "vision_spec_key": SPEC_KEY if vision_spec == SPEC else spec_key(vision_spec), "vision_spec": vision_spec,
+            "vision_spec_key": vision_spec.key, "vision_spec": vision_spec.to_json(),
             "date": datetime.datetime.now().isoformat(timespec="seconds"), "code_version": code_version(),
             **(extra or {})}
     clashing = [k for k in model.state_dict() if k.startswith(ENCODER_PREFIX)]
@@ -122,10 +121,13 @@ def read_meta(path: str) -> dict:
         raise CheckpointError(f"{path}: format {meta['format']!r}, this code reads {FORMAT!r}")
     if meta["model_type"] not in REGISTRY:
         raise CheckpointError(f"{path}: unknown model type {meta['model_type']!r}; known: {', '.join(sorted(REGISTRY))}")
-    own = brings_own_features(meta.get("vision_spec", {}))
-    if own and meta["vision_spec_key"] != spec_key(meta["vision_spec"]):
+    try:
+        spec = stored_vision_spec(meta)
+    except ValueError as err:
+        raise CheckpointError(f"{path}: {err}") from None
+    if spec.brings_own_features and meta["vision_spec_key"] != spec.key:
         raise CheckpointError(f"{path}: its vision spec does not match its key; the metadata was edited")
-    if not own and meta["vision_spec_key"] != SPEC_KEY:
+    if not spec.brings_own_features and meta["vision_spec_key"] != SPEC_KEY:
         raise CheckpointError(f"{path}: trained on other image features ({meta['vision_spec_key']}); this code computes {SPEC_KEY}")
     return meta
 
@@ -140,7 +142,7 @@ def load(path: str, device: torch.device | str = "cpu") -> LoadedModel:
     with safe_open(path, framework="pt") as f:
         tensors = {k: f.get_tensor(k) for k in f.keys()}
     encoder = {k[len(ENCODER_PREFIX):]: tensors.pop(k) for k in list(tensors) if k.startswith(ENCODER_PREFIX)}
-    if meta["vision_spec"].get("source") == "checkpoint" and not encoder:
+    if stored_vision_spec(meta).source == FeatureSource.CARRIED and not encoder:
         raise CheckpointError(f"{path}: says it carries its image encoder, but has no encoder weights")
     problems = weight_mismatches(model, tensors)
     if problems:

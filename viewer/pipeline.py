@@ -19,7 +19,7 @@ from .decoding import DecodeSettings, decode
 from .device import pick_device
 from .images import AttendsTo, Photo
 from .trace import AttentionTrace, build_trace
-from .vision import ImageFeatures, VisionStack, model_inputs
+from .vision import FeatureSource, ImageFeatures, VisionStack, model_inputs
 from .vision.carried import CarriedEncoder
 from .vision.precomputed import FeatureFiles, FeaturesNotFound
 
@@ -82,20 +82,20 @@ class Captioner:
 
     def inputs(self, lm: checkpoints.LoadedModel, photos: list[Photo]) -> list[ImageFeatures]:
         """What this model looks at for each photo: our grid/regions, its own encoder's grid, or precomputed."""
-        source = lm.vision_spec.get("source")
-        if source == "checkpoint":
+        source = lm.vision_spec.source
+        if source == FeatureSource.CARRIED:
             with self._lock:
                 if lm.path not in self._carried:
                     self._carried[lm.path] = CarriedEncoder(lm.vision_spec, lm.encoder_tensors, self.device)
                 encoder = self._carried[lm.path]
                 return self._cached(photos, f"{lm.path}:",   # per model: same-spec encoders differ in weights
                                     lambda todo: [ImageFeatures(g) for g in encoder(todo)])
-        if source == "precomputed":
+        if source == FeatureSource.PRECOMPUTED:
             return [self._precomputed(lm, p) for p in photos]
         return self.features(photos, with_regions=lm.attends_to == AttendsTo.REGIONS)
 
     def _precomputed(self, lm: checkpoints.LoadedModel, photo: Photo) -> ImageFeatures:
-        spec = lm.vision_spec
+        spec = lm.vision_spec.details
         if self.feature_files is None:
             raise ValueError(f"{lm.name} runs on precomputed features ({spec.get('describe', spec.get('features'))}): "
                              "start with --features PATH (a .tsv, .hdf5 or folder of .npz)")

@@ -522,8 +522,8 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
                             next_btn = gr.Button("Next ▶", elem_id="next", size="sm")
                             speed = gr.Slider(0.4, 3.0, value=0.9, step=0.1, label="Play: seconds per word",
                                               elem_id="speed", scale=2)
-                            lecture_box = gr.Checkbox(lecture, label="Lecture mode", elem_id="lecture",
-                                                      interactive=True, scale=1, min_width=140)
+                            gr.Checkbox(lecture, label="Lecture mode", elem_id="lecture",   # toggled by KEYS
+                                        interactive=True, scale=1, min_width=140)
                         with gr.Row(elem_classes=["model-keys"]):   # clicked by the keys 1-3 (KEYS)
                             model_keys = [gr.Button(f"Model {i}", elem_id=f"model-{i}") for i in (1, 2, 3)]
                         step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="step")

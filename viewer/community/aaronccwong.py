@@ -12,6 +12,7 @@ import torch
 
 from ..safe_pickle import load as safe_load
 from ..vision.carried import resnet_spec, vgg19_spec
+from ..vision.spec import FeatureSource, VisionSpec
 from .common import ConversionError, Imported, read_word_map, rename
 
 RENAMES = {"attention.U.": "decoder_att.", "attention.W.": "encoder_att.", "attention.v.": "full_att.",
@@ -44,14 +45,14 @@ def convert(obj: dict, word_map: str | None = None, encoder_weights: str | None 
         encoder, spec = _encoder(safe_load(encoder_weights), dim, encoder_weights)
         source["encoder"] += f" from {encoder_weights}"
     else:
-        encoder, spec = {}, {"source": "precomputed", "features": "grid", "dim": dim,
-                             "describe": f"{network} at 224x224, {grid * grid} x {dim} per photo"}
+        encoder, spec = {}, VisionSpec(FeatureSource.PRECOMPUTED, {
+            "features": "grid", "dim": dim, "describe": f"{network} at 224x224, {grid * grid} x {dim} per photo"})
     return Imported("sat-aaronccwong", hparams, decoder, rows, rows, "embedding.weight", ("fc.weight", "fc.bias"),
                     spec, encoder, source)
 
 
 
-def _encoder(state: dict, dim: int, path: str) -> tuple[dict, dict]:
+def _encoder(state: dict, dim: int, path: str) -> tuple[dict, VisionSpec]:
     """torchvision weights of the network the decoder was trained on -> our carried encoder."""
     if dim == 512:
         encoder = {k: v.float() for k, v in state.items() if k.startswith("features.")}

@@ -10,6 +10,7 @@ import torch
 from .. import checkpoints
 from ..data.vocab import SPECIALS, Vocabulary
 from ..models import build_model
+from ..vision.spec import FeatureSource, VisionSpec
 
 NEVER = -1e4   # output bias for a token the original model could not emit: no probability mass
 
@@ -33,15 +34,15 @@ class Imported:
     rows_out: dict[str, int]
     embedding_key: str
     output_keys: tuple[str, str]
-    vision_spec: dict
+    vision_spec: VisionSpec
     encoder_tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     source: dict = field(default_factory=dict)
 
 
-def bottom_up_features(dim: int) -> dict:
+def bottom_up_features(dim: int) -> VisionSpec:
     """The vision spec of an Up-Down model trained on Visual Genome Faster R-CNN features (supplied by the user)."""
-    return {"source": "precomputed", "features": "regions", "dim": dim,
-            "describe": "bottom-up Faster R-CNN region features (Visual Genome)"}
+    return VisionSpec(FeatureSource.PRECOMPUTED, {"features": "regions", "dim": dim,
+                                                  "describe": "bottom-up Faster R-CNN region features (Visual Genome)"})
 
 
 def rename(tensors: dict[str, torch.Tensor], renames: dict[str, str], drop: tuple[str, ...] = ()) -> dict:

@@ -30,7 +30,7 @@ class FeatureCache:
         spec_file = os.path.join(self.dir, "spec.json")
         if not os.path.exists(spec_file):
             with open(spec_file, "w") as f:
-                json.dump(SPEC, f, indent=1)
+                json.dump(SPEC.to_json(), f, indent=1)
 
     def path(self, image_path: str) -> str:
         return os.path.join(self.dir, os.path.basename(image_path) + ".npz")

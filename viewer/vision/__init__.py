@@ -5,8 +5,6 @@ feature cache used for training and the live pipeline both go through it.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,17 +13,11 @@ import torch
 from ..images import AttendsTo, INPUT_SIZE, Photo, squash
 from . import encoder, regions
 from .regions import Regions
+from .spec import FeatureSource, VisionSpec
 
-SPEC = {"preprocess": f"squash to {INPUT_SIZE}x{INPUT_SIZE} (PIL bicubic, no crop)",
-        "encoder": encoder.SPEC, "detector": regions.SPEC}
-
-
-def spec_key(spec: dict) -> str:
-    """A short hash of a feature spec: names the feature cache folder and is checked on checkpoint load."""
-    return hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-
-
-SPEC_KEY = spec_key(SPEC)
+SPEC = VisionSpec(FeatureSource.OURS, {"preprocess": f"squash to {INPUT_SIZE}x{INPUT_SIZE} (PIL bicubic, no crop)",
+                                       "encoder": encoder.SPEC, "detector": regions.SPEC})
+SPEC_KEY = SPEC.key
 
 
 @dataclass

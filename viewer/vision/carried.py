@@ -14,18 +14,21 @@ import torch.nn as nn
 from PIL import Image
 
 from ..images import Photo
+from .spec import FeatureSource, VisionSpec
 
 IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
 
-def resnet_spec(layers: list[int], input_size: int = 256, grid: int = 14) -> dict:
-    return {"source": "checkpoint", "type": "resnet", "layers": list(layers), "input": input_size,
-            "resize": "bilinear squash", "mean": IMAGENET_MEAN, "std": IMAGENET_STD, "grid": grid, "dim": 2048}
+def resnet_spec(layers: list[int], input_size: int = 256, grid: int = 14) -> VisionSpec:
+    return VisionSpec(FeatureSource.CARRIED, {
+        "type": "resnet", "layers": list(layers), "input": input_size, "resize": "bilinear squash",
+        "mean": IMAGENET_MEAN, "std": IMAGENET_STD, "grid": grid, "dim": 2048})
 
 
-def vgg19_spec(input_size: int = 224) -> dict:
-    return {"source": "checkpoint", "type": "vgg19", "input": input_size, "resize": "bilinear squash",
-            "mean": IMAGENET_MEAN, "std": IMAGENET_STD, "grid": input_size // 16, "dim": 512}
+def vgg19_spec(input_size: int = 224) -> VisionSpec:
+    return VisionSpec(FeatureSource.CARRIED, {
+        "type": "vgg19", "input": input_size, "resize": "bilinear squash",
+        "mean": IMAGENET_MEAN, "std": IMAGENET_STD, "grid": input_size // 16, "dim": 512})
 
 
 class ResNetGrid(nn.Module):
@@ -57,8 +60,8 @@ class VGGGrid(nn.Module):
 class CarriedEncoder:
     """Photos -> (B, grid*grid, dim) row-major annotation vectors, as the imported decoder saw them."""
 
-    def __init__(self, spec: dict, tensors: dict[str, torch.Tensor], device: torch.device | str = "cpu"):
-        self.spec = spec
+    def __init__(self, spec: VisionSpec, tensors: dict[str, torch.Tensor], device: torch.device | str = "cpu"):
+        self.spec = spec = spec.details
         self.device = torch.device(device)
         net = ResNetGrid(spec["layers"], spec["grid"]) if spec["type"] == "resnet" else VGGGrid()
         net.load_state_dict({k: v.float() for k, v in tensors.items()})
