@@ -28,3 +28,11 @@ def test_bench_reports_every_stage(tiny_checkpoints):
         assert r["batch_images_per_s"] > 0 and r["batching"]["speedup"] > 0
     assert result["peak_memory_mb"] > 0
     assert "| updown |" in bench.table(result)
+
+
+def test_startup_times_the_app_to_its_first_page(tiny_checkpoints):
+    result = bench.startup(tiny_checkpoints, repeats=1)
+    assert result["starts"] == 1
+    assert result["first_page_s"] > 0 and result["import_gradio_s"] > 0 and result["import_torch_s"] > 0
+    assert "app start to first page" in bench.table({"machine": "m", "device": "cpu", "beam": 3, "images": [],
+                                                     "peak_memory_mb": 1, "models": {}, "startup": result})

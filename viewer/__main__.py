@@ -285,6 +285,8 @@ def cmd_bench(args) -> int:
                              if not stored_vision_spec(read_meta(path)).brings_own_features]
     result = bench.run(models, paths, args.device, repeats=args.repeats, beam=args.beam,
                        checkpoint_dir=args.checkpoints)
+    if args.startup:
+        result["startup"] = bench.startup(args.checkpoints)
     print(json.dumps(result, indent=1) if args.json else bench.table(result))
     return 0
 
@@ -390,6 +392,7 @@ def main(argv=None) -> int:
     p.add_argument("--images", nargs="+", help="photos or folders (default: assets/)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--beam", type=int, default=3)
+    p.add_argument("--startup", action="store_true", help="also time app start to first page (3 starts)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench)
 

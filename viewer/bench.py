@@ -2,14 +2,18 @@
 
 Reports median and p95 end-to-end latency with a per-stage breakdown (preprocess, encoder,
 detector, decode, trace), one overlay render at 1024x768, evaluate-style batch throughput from
-cached features, the batched decoder's speed-up over stepping one beam at a time, and peak memory.
+cached features, the batched decoder's speed-up over stepping one beam at a time, and peak memory;
+with `startup`, the seconds from starting the app to its first page.
 """
 from __future__ import annotations
 
 import os
 import platform
 import resource
+import subprocess
+import sys
 import time
+import urllib.request
 
 import cv2
 import numpy as np
@@ -122,6 +126,36 @@ def peak_memory_mb(device: torch.device) -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def startup(checkpoint_dir: str | None = None, repeats: int = 3, timeout: float = 180) -> dict:
+    """Seconds from starting the app (as `attention-viewer` does) to its first page, median of `repeats`
+    starts, beside what a fresh interpreter takes to import gradio and torch alone: the app needs both
+    (and its encoder and detector, which load in under a second) before it serves a page."""
+    from .app import free_port
+
+    def seconds(argv, port=None):
+        start = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            while port is not None and proc.poll() is None and time.perf_counter() - start < timeout:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5):
+                        return time.perf_counter() - start
+                except OSError:
+                    time.sleep(0.05)
+            if port is None and proc.wait(timeout) == 0:
+                return time.perf_counter() - start
+        finally:
+            proc.kill()
+            _, err = proc.communicate()
+        raise RuntimeError(f"{' '.join(argv)} failed: {err.strip()[-500:]}")
+
+    app = ["-m", "viewer.cli", *(["--checkpoints", checkpoint_dir] if checkpoint_dir else [])]
+    pages = [seconds([*app, "--port", str(port)], port) for port in (free_port() for _ in range(repeats))]
+    return {"first_page_s": round(float(np.median(pages)), 2), "starts": len(pages),
+            "import_gradio_s": round(seconds(["-c", "import gradio"]), 2),
+            "import_torch_s": round(seconds(["-c", "import torch"]), 2)}
+
+
 def run(models: list[str], image_paths: list[str], device: str | None = None, repeats: int = 5,
         beam: int = 3, checkpoint_dir: str | None = None) -> dict:
     captioner = Captioner(device) if checkpoint_dir is None else Captioner(device, checkpoint_dir=checkpoint_dir)
@@ -158,4 +192,8 @@ def table(result: dict) -> str:
                      + " | ".join(str(e[k]["median_ms"]) for k in ("preprocess", "encoder", "detector", "decode", "trace"))
                      + f" | {r['render_1024x768']['median_ms']} | {r['batch_images_per_s']} | "
                      f"{r['batching']['speedup']}x |")
+    if "startup" in result:
+        s = result["startup"]
+        lines += ["", f"app start to first page: {s['first_page_s']} s (median of {s['starts']} starts); a fresh "
+                      f"interpreter imports gradio in {s['import_gradio_s']} s and torch in {s['import_torch_s']} s"]
     return "\n".join(lines)
