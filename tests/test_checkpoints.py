@@ -150,3 +150,21 @@ def test_average_of_checkpoints_is_the_mean_of_their_weights(tiny_checkpoints, t
     with pytest.raises(CheckpointError, match="cannot average"):
         checkpoints.average([os.path.join(tiny_checkpoints, "sat-soft.safetensors"),
                              os.path.join(tiny_checkpoints, "updown.safetensors")], str(tmp_path / "bad.safetensors"))
+
+
+def test_models_you_make_are_found_beside_the_shipped_ones(tiny_checkpoints, tmp_path, monkeypatch):
+    """As when installed: shipped models in one folder (the package), the ones you import or ship in
+    another (./checkpoints); both found by name, the shipped one winning a clash."""
+    import shutil
+    own = tmp_path / "checkpoints"
+    own.mkdir()
+    for name in ("mine", "sat-soft"):
+        shutil.copy(os.path.join(tiny_checkpoints, "updown.safetensors"), own / f"{name}.safetensors")
+    monkeypatch.setattr(checkpoints, "MODEL_DIRS", (tiny_checkpoints, str(own)))
+    monkeypatch.setattr(checkpoints, "OWN_CHECKPOINT_DIR", str(own))
+    found = checkpoints.available()
+    assert found["mine"] == str(own / "mine.safetensors")
+    assert found["sat-soft"] == os.path.join(tiny_checkpoints, "sat-soft.safetensors")
+    assert checkpoints.resolve("mine") == found["mine"] and checkpoints.load(found["mine"]).attends_to == "regions"
+    assert checkpoints.named_path("new") == str(own / "new.safetensors")
+    assert checkpoints.named_path("new", str(tmp_path)) == str(tmp_path / "new.safetensors")

@@ -83,7 +83,8 @@ def test_paths_in_a_checkout():
 
     assert not paths.INSTALLED
     assert paths.ROOT == ROOT
-    assert paths.CHECKPOINT_DIR == checkpoints.CHECKPOINT_DIR == os.path.join(ROOT, "checkpoints")
+    assert paths.CHECKPOINT_DIR == paths.OWN_CHECKPOINT_DIR == os.path.join(ROOT, "checkpoints")
+    assert checkpoints.MODEL_DIRS == (paths.CHECKPOINT_DIR,)   # a checkout reads and writes one folder
     assert set(SHIPPED) <= set(checkpoints.available())
     assert os.path.isfile(os.path.join(paths.CHECKPOINT_DIR, "README.md"))
     assert paths.ASSETS == ASSETS and os.path.isfile(os.path.join(paths.ASSETS, "CREDITS.md"))
@@ -149,9 +150,11 @@ def test_pip_install_gives_the_command(tmp_path):
     assert pip.returncode == 0, pip.stderr[-3000:]
     elsewhere = tmp_path / "elsewhere"
     os.makedirs(elsewhere)
-    where = subprocess.run([python, "-c", "import viewer.paths as p; print(p.INSTALLED, p.CHECKPOINT_DIR, p.ASSETS)"],
+    where = subprocess.run([python, "-c", "import viewer.paths as p; "
+                            "print(p.INSTALLED, p.CHECKPOINT_DIR, p.ASSETS, p.OWN_CHECKPOINT_DIR)"],
                            cwd=elsewhere, capture_output=True, text=True, check=True).stdout.split()
     assert where[0] == "True" and where[1].startswith(site) and where[2].startswith(site)
+    assert where[3] == str(elsewhere / "checkpoints")   # imported and shipped models never go into site-packages
     assert {"CREDITS.md", "coffee.jpg"} <= set(os.listdir(where[2]))
     out = subprocess.run([str(venv / "bin" / "attention-viewer"), "models", "--json"], cwd=elsewhere,
                          capture_output=True, text=True, timeout=300)

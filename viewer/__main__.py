@@ -123,7 +123,7 @@ def cmd_models(args) -> int:
     from . import checkpoints
     found = checkpoints.available(args.checkpoints)
     if not found:
-        print(f"no checkpoints in {args.checkpoints}")
+        print(f"no checkpoints in {args.checkpoints or ', '.join(checkpoints.MODEL_DIRS)}")
         return 0
     rows = []
     for name, path in found.items():
@@ -160,7 +160,8 @@ def cmd_models(args) -> int:
 
 def cmd_import(args) -> int:
     from .community import import_checkpoint
-    out = args.out if os.path.sep in args.out else os.path.join(args.checkpoints, args.out)
+    from .checkpoints import named_path
+    out = args.out if os.path.sep in args.out else named_path(args.out, args.checkpoints)
     path = import_checkpoint(args.path, out, word_map=args.word_map, infos=args.infos,
                              encoder_weights=args.encoder_weights)
     from . import checkpoints
@@ -223,8 +224,8 @@ def cmd_evaluate(args) -> int:
     out = args.captions_out or f"captions_{loaded.name}_{args.split}.json"
     write_captions(out, captions)
     if args.ship:
-        from .checkpoints import ship
-        target = os.path.join(args.checkpoints, f"{args.ship}.safetensors")
+        from .checkpoints import named_path, ship
+        target = named_path(args.ship, args.checkpoints)
         ship(loaded, target, args.ship, {"dev_metrics": metrics,
                                         "dev_settings": {"split": args.split, "beam": args.beam, "images": len(captions)}})
     result = {"model": loaded.name, "split": args.split, "images": len(captions), "beam": args.beam, **metrics,
@@ -297,10 +298,10 @@ def _device(args):
 
 
 def main(argv=None) -> int:
-    from .checkpoints import CHECKPOINT_DIR
     parser = argparse.ArgumentParser(prog="python -m viewer", description="Caption photos and inspect attention.")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
-    parser.add_argument("--checkpoints", default=CHECKPOINT_DIR, help="folder of named models")
+    parser.add_argument("--checkpoints", help="folder of named models (default: checkpoints/; installed: the "
+                                              "shipped models, then ./checkpoints)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("caption", help="caption photos")

@@ -152,13 +152,14 @@ def dropdown_models(url: str) -> list[str]:
 
 
 class AppProcess:
-    """`python launch.py` on a free loopback port, as a subprocess; stopped on exit."""
+    """The app (`attention-viewer`, which launch.py also runs) on a free loopback port, as a subprocess;
+    stopped on exit. Started as a module, so it also works from an installed copy, which has no launch.py."""
 
     def __init__(self, checkpoints: str | None = None, device: str | None = None, start_timeout_s: float = 300):
         from .app import free_port
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
-        cmd = [sys.executable, os.path.join(ROOT, "launch.py"), "--host", "127.0.0.1", "--port", str(self.port)]
+        cmd = [sys.executable, "-m", "viewer.cli", "--host", "127.0.0.1", "--port", str(self.port)]
         cmd += ["--checkpoints", checkpoints] if checkpoints else []
         cmd += ["--device", device] if device else []
         self.log = tempfile.TemporaryFile()

@@ -18,7 +18,7 @@ from safetensors.torch import safe_open, save_file
 from .data.vocab import Vocabulary
 from .images import AttendsTo
 from .models import REGISTRY, CaptionModel, build_model
-from .paths import CHECKPOINT_DIR
+from .paths import MODEL_DIRS, OWN_CHECKPOINT_DIR
 from .vision import SPEC, SPEC_KEY, FeatureSource, VisionSpec
 
 ENCODER_PREFIX = "encoder."   # an imported model's own grid encoder, stored next to its decoder
@@ -190,15 +190,24 @@ def average(paths: list[str], out: str, weights: list[float] | None = None) -> L
     return load(out)
 
 
-def available(folder: str = CHECKPOINT_DIR) -> dict[str, str]:
-    """Model name -> checkpoint path for every checkpoint in `folder`."""
-    if not os.path.isdir(folder):
-        return {}
-    return {f[: -len(".safetensors")]: os.path.join(folder, f)
-            for f in sorted(os.listdir(folder)) if f.endswith(".safetensors")}
+def available(folder: str | None = None) -> dict[str, str]:
+    """Model name -> checkpoint path for every checkpoint in `folder` (default: `paths.MODEL_DIRS`,
+    the first folder winning a name)."""
+    found: dict[str, str] = {}
+    for d in [folder] if folder else MODEL_DIRS:
+        for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            if f.endswith(".safetensors"):
+                found.setdefault(f[: -len(".safetensors")], os.path.join(d, f))
+    return found
 
 
-def resolve(name_or_path: str, folder: str = CHECKPOINT_DIR) -> str:
+def named_path(name: str, folder: str | None = None) -> str:
+    """Where a model saved under `name` goes: `folder`, by default checkpoints/ of the checkout (or,
+    installed, of the current folder: never into the installed package)."""
+    return os.path.join(folder or OWN_CHECKPOINT_DIR, f"{name}.safetensors")
+
+
+def resolve(name_or_path: str, folder: str | None = None) -> str:
     """A model name from checkpoints/ or a path to a checkpoint file, with or without its .safetensors
     (`import --out runs/x` writes runs/x.safetensors, which `--model runs/x` then finds)."""
     if os.path.sep in name_or_path or name_or_path.endswith(".safetensors") or os.path.isfile(name_or_path):

@@ -3,7 +3,8 @@
 In a source checkout they are the repository's folders: checkpoints/, assets/, triage/ and
 .cache/features next to the `viewer` package. Installed (`pip install .`), the shipped checkpoints
 and example photos live inside the package, in viewer/_data/ (pyproject.toml maps them there),
-and what the viewer writes goes to the current folder (triage/) and the user's cache folder.
+and what the viewer writes goes to the current folder (triage/, and checkpoints/ for the models you
+import or ship, which are found by name beside the shipped ones) and the user's cache folder.
 """
 from __future__ import annotations
 
@@ -25,4 +26,6 @@ else:
     ASSETS = os.path.join(ROOT, "assets")
     CACHE_DIR = os.path.join(ROOT, ".cache", "features")
 
+OWN_CHECKPOINT_DIR = os.path.join(ROOT, "checkpoints")   # where `import` and `evaluate --ship` write by default
+MODEL_DIRS = tuple(dict.fromkeys((CHECKPOINT_DIR, OWN_CHECKPOINT_DIR)))   # where a model name is looked up, in order
 TRIAGE_DIR = os.path.join(ROOT, "triage")

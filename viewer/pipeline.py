@@ -27,7 +27,7 @@ from .vision.precomputed import FeatureFiles, FeaturesNotFound
 class Captioner:
     """Shared by every caller so a photo is encoded once however many models, settings and branches view it."""
 
-    def __init__(self, device: str | None = None, checkpoint_dir: str = checkpoints.CHECKPOINT_DIR,
+    def __init__(self, device: str | None = None, checkpoint_dir: str | None = None,
                  max_cached_photos: int = 64, feature_files: str | None = None):
         self.device = pick_device(device)
         self.checkpoint_dir = checkpoint_dir

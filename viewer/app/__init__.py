@@ -24,7 +24,6 @@ def create_app(device: str | None = None, checkpoint_dir: str | None = None, dat
 
     `features`: precomputed features for imported models, found by the uploaded file's name;
     `lecture`: start in lecture mode (big type, the view filling the screen, keys for a projector)."""
-    from ..checkpoints import CHECKPOINT_DIR
     from ..data.datasets import load_dataset
     from ..device import share_cpu_with_browser
     from ..pipeline import Captioner
@@ -32,7 +31,7 @@ def create_app(device: str | None = None, checkpoint_dir: str | None = None, dat
     from .ui import build
 
     share_cpu_with_browser()
-    studio = Studio(Captioner(device, checkpoint_dir=checkpoint_dir or CHECKPOINT_DIR, feature_files=features),
+    studio = Studio(Captioner(device, checkpoint_dir=checkpoint_dir, feature_files=features),
                     dataset=load_dataset(data) if data else None)
     return build(studio, lecture=lecture), studio
 
