@@ -79,7 +79,7 @@ def parser(prog: str = "launch.py") -> argparse.ArgumentParser:
                                            "folder of .npz), looked up by the uploaded photo's file name")
     parser.add_argument("--share", action="store_true", help="ask Gradio for a public link (needs internet)")
     parser.add_argument("--lecture", action="store_true", help="start in lecture mode: big caption, the view "
-                        "filling the screen, dark; keys: space play/pause, arrows word, 1-3 model, F full screen, "
+                        "filling the screen, dark; keys: space play/pause, arrows word, 1-4 model, F full screen, "
                         "Esc back (the Lecture mode toggle switches it at any time)")
     return parser
 
