@@ -32,6 +32,22 @@ def test_training_runs_end_to_end_loss_falls_and_resumes(tiny_data, cache_dir, t
     assert [r["epoch"] for r in log] == [1, 2, 3, 4, 5]
 
 
+def test_early_stopping_can_score_the_select_half_only():
+    from viewer.data.datasets import CaptionSet, half_of
+    from viewer.train import TrainConfig, scored_dev_photos
+
+    dev = [f"/d/images/{i}.jpg" for i in range(40)]
+    data = CaptionSet("/d", splits={"train": [], "dev": dev})
+    cfg = TrainConfig(model="sat-soft", data="/d", out="/tmp/unused", dev_images=5)
+    assert scored_dev_photos(data, cfg) == dev[:5]
+    cfg.dev_split = "dev-select"
+    chosen = scored_dev_photos(data, cfg)
+    assert len(chosen) == 5 and {half_of(p) for p in chosen} == {"select"}
+    assert chosen == [p for p in dev if half_of(p) == "select"][:5]
+    cfg.dev_images = 0
+    assert {half_of(p) for p in scored_dev_photos(data, cfg)} == {"select"}
+
+
 def test_metrics_match_pycocoevalcap_called_directly():
     from pycocoevalcap.bleu.bleu import Bleu
     from pycocoevalcap.cider.cider import Cider

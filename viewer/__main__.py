@@ -188,7 +188,7 @@ def cmd_train(args) -> int:
     hparams = json.loads(args.hparams) if args.hparams else {}
     cfg = TrainConfig(model=args.model, data=args.data, out=args.out or os.path.join("runs", args.model),
                       epochs=args.epochs, batch_images=args.batch_images, lr=args.lr, patience=args.patience,
-                      dev_images=args.dev_images, device=str(_device(args)), cache=args.cache, resume=args.resume,
+                      dev_split=args.dev_split, dev_images=args.dev_images, device=str(_device(args)), cache=args.cache, resume=args.resume,
                       init_from=args.init_from, seed=args.seed, hparams=hparams, scst=args.scst,
                       ground_weight=args.ground_weight, warmup=args.warmup)
     train(cfg)
@@ -338,7 +338,9 @@ def main(argv=None) -> int:
     p.add_argument("--batch-images", type=int, default=32)
     p.add_argument("--lr", type=float, default=4e-4)
     p.add_argument("--patience", type=int, default=4)
-    p.add_argument("--dev-images", type=int, default=0, help="score only the first N dev images each epoch")
+    p.add_argument("--dev-split", default="dev",
+                   help="split scored each epoch for early stopping; dev-select keeps the report half unseen")
+    p.add_argument("--dev-images", type=int, default=0, help="score only the first N photos of that split each epoch")
     p.add_argument("--cache", help="feature cache folder (default .cache/features)")
     p.add_argument("--resume", action="store_true")
     p.add_argument("--init-from", help="warm start from a checkpoint of the same architecture")

@@ -51,6 +51,7 @@ class TrainConfig:
     patience: int = 4
     clip: float = 5.0
     dev_beam: int = 3
+    dev_split: str = "dev"         # scored each epoch; "dev-select" keeps the report half unseen
     dev_images: int = 0            # 0: the whole dev split
     seed: int = 0
     device: str = "cpu"
@@ -140,6 +141,12 @@ def make_batch(paths, encoded, device):
     return tokens.to(device), image_index.to(device)
 
 
+def scored_dev_photos(data, cfg: TrainConfig) -> list[str]:
+    """The dev photos scored after each epoch for early stopping: the first `dev_images` of `dev_split`."""
+    paths = data.split(cfg.dev_split)
+    return paths[: cfg.dev_images] if cfg.dev_images else paths
+
+
 def train(cfg: TrainConfig, log=print) -> dict:
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
@@ -148,10 +155,8 @@ def train(cfg: TrainConfig, log=print) -> dict:
     device = torch.device(cfg.device)
     os.makedirs(cfg.out, exist_ok=True)
     data = load_dataset(cfg.data)
-    train_paths, dev_paths = data.split("train"), data.split("dev")
-    if cfg.dev_images:
-        dev_paths = dev_paths[: cfg.dev_images]
-        data.splits["dev"] = dev_paths
+    train_paths, dev_paths = data.split("train"), scored_dev_photos(data, cfg)
+    data.splits["dev"] = dev_paths
     cache = FeatureCache(cfg.cache)
     if cache.missing(train_paths + dev_paths):
         cache.build(train_paths + dev_paths, VisionStack(device), log=log)
