@@ -567,11 +567,12 @@ def _bars(title: str, alternatives: list[tuple[str, float]]) -> str:
 
 # --- lecture mode --------------------------------------------------------------------------------
 
-LECTURE_KEYS = "space play/pause · ← → word · 1-4 model · F full screen · Esc back"
+MODEL_KEYS = tuple(range(1, 5))   # lecture mode: number key k picks the dropdown's k-th model (one per shipped model)
+LECTURE_KEYS = f"space play/pause · ← → word · {MODEL_KEYS[0]}-{MODEL_KEYS[-1]} model · F full screen · Esc back"
 
 
 def model_for_key(models: list[str], key: int) -> str:
-    """The model that number key `key` (1-4) picks: the Model dropdown's entry of that rank."""
+    """The model that number key `key` (one of MODEL_KEYS) picks: the Model dropdown's entry of that rank."""
     if not 1 <= key <= len(models):
         raise ValueError(f"There is no model {key}: {len(models)} model(s) are available.")
     return models[key - 1]

@@ -99,7 +99,7 @@ document.addEventListener('keydown', (e) => {
   if (e.key === 'ArrowLeft') { move(-1, '#prev'); e.preventDefault(); }
 });
 // Lecture mode: a class on <body> (the toggle #lecture, or --lecture at load), and its keys:
-// space play/pause, 1-4 model, F full screen, Escape out of full screen, then out of lecture mode.
+// space play/pause, a number key a model (the #model-N buttons that exist), F full screen, Escape out of full screen, then out of lecture mode.
 (() => {
   const box = () => document.querySelector('#lecture input[type=checkbox]');
   let wasDark = null;
@@ -120,7 +120,7 @@ document.addEventListener('keydown', (e) => {
     if (!document.body.classList.contains('lecture') || typing(el) || e.ctrlKey || e.metaKey || e.altKey) return;
     const k = e.key;
     if (k === ' ' || k === 'Spacebar') { el?.blur?.(); document.querySelector('#play')?.click(); }
-    else if (['1', '2', '3', '4'].includes(k)) document.querySelector('#model-' + k)?.click();
+    else if (/^[1-9]$/.test(k)) document.querySelector('#model-' + k)?.click();
     else if (k === 'f' || k === 'F') {
       if (document.fullscreenElement) document.exitFullscreen?.();
       else document.documentElement.requestFullscreen?.().catch(() => {});
@@ -524,8 +524,8 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
                                               elem_id="speed", scale=2)
                             gr.Checkbox(lecture, label="Lecture mode", elem_id="lecture",   # toggled by KEYS
                                         interactive=True, scale=1, min_width=140)
-                        with gr.Row(elem_classes=["model-keys"]):   # clicked by the keys 1-4 (KEYS)
-                            model_keys = [gr.Button(f"Model {i}", elem_id=f"model-{i}") for i in (1, 2, 3, 4)]
+                        with gr.Row(elem_classes=["model-keys"]):   # clicked by the number keys (KEYS)
+                            model_keys = [gr.Button(f"Model {i}", elem_id=f"model-{i}") for i in S.MODEL_KEYS]
                         step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="step")
                         click_mode = gr.Radio([STEER, HIDE], value=STEER, label="Clicking the photo", elem_id="click-mode",
                                               elem_classes=HIDDEN)
@@ -627,7 +627,7 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
                               concurrency_limit=4, show_progress_on=view)
         decoded(captioned)
         captioned.success(**said)
-        for key, btn in enumerate(model_keys, 1):   # lecture keys 1-4: that model, on the same photo
+        for key, btn in enumerate(model_keys, 1):   # lecture number keys: that model, on the same photo
             captioned = btn.click(functools.partial(h.pick_model, key), None, model).success(
                 h.caption_photo, decode_inputs, [explored, beams, status, *step_outputs, view_urls], concurrency_limit=4,
                 show_progress_on=view)
