@@ -67,16 +67,16 @@ def cache_dir(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def vision():
-    from viewer.vision import VisionStack
+    from viewer.engine.vision import VisionStack
     return VisionStack("cpu")
 
 
 @pytest.fixture(scope="session")
 def tiny_corpus(tiny_data, cache_dir, vision):
     """The tiny training split, ready to batch: (paths, feature cache, vocabulary, encoded captions)."""
-    from viewer.data.cache import FeatureCache
-    from viewer.data.datasets import load_dataset
-    from viewer.data.vocab import Vocabulary
+    from viewer.training.cache import FeatureCache
+    from viewer.training.datasets import load_dataset
+    from viewer.engine.vocab import Vocabulary
 
     data = load_dataset(tiny_data)
     paths = data.split("train")
@@ -90,9 +90,9 @@ def tiny_corpus(tiny_data, cache_dir, vision):
 @pytest.fixture(scope="session")
 def tiny_checkpoints(tiny_corpus, tmp_path_factory) -> str:
     """A folder with one small trained checkpoint per model type, named like the shipped ones."""
-    from viewer import checkpoints
-    from viewer.models import build_model
-    from viewer.train import FeatureTable, make_batch
+    from viewer.engine import checkpoints
+    from viewer.engine.models import build_model
+    from viewer.training.train import FeatureTable, make_batch
 
     folder = tmp_path_factory.mktemp("checkpoints")
     paths, cache, vocab, encoded = tiny_corpus
@@ -118,13 +118,13 @@ def tiny_checkpoints(tiny_corpus, tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def captioner(tiny_checkpoints):
-    from viewer.pipeline import Captioner
+    from viewer.engine.pipeline import Captioner
     return Captioner("cpu", checkpoint_dir=tiny_checkpoints)
 
 
 @pytest.fixture
 def photo():
-    from viewer.images import load_photo
+    from viewer.engine.images import load_photo
     return load_photo(os.path.join(ASSETS, "coffee.jpg"))
 
 

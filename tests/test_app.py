@@ -13,8 +13,8 @@ import pytest
 from PIL import Image
 
 from viewer.app import session as S
-from viewer.decoding import DecodeSettings
-from viewer.images import cell_boxes
+from viewer.engine.decoding import DecodeSettings
+from viewer.engine.images import cell_boxes
 
 from conftest import ASSETS
 
@@ -311,7 +311,7 @@ def test_views_are_drawn_between_the_view_limits(photo):
 
 def test_references_and_scores(captioner, tiny_data, photo):
     from viewer.app.session import Studio
-    from viewer.data.datasets import load_dataset
+    from viewer.training.datasets import load_dataset
     studio = Studio(captioner, dataset=load_dataset(tiny_data))
     refs = studio.references_for("/somewhere/uploaded/coffee.jpg")
     assert refs and "coffee" in refs[0]

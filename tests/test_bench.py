@@ -1,14 +1,14 @@
 """The benchmark command measures what it says, and its unbatched reference decodes the same caption."""
 import os
 
-from viewer import bench
-from viewer.vision import model_inputs
+from viewer.measure import bench
+from viewer.engine.vision import model_inputs
 
 from conftest import ASSETS
 
 
 def test_unbatched_reference_finds_the_same_best_caption(captioner, photo):
-    from viewer.decoding import DecodeSettings, decode
+    from viewer.engine.decoding import DecodeSettings, decode
     for model in ("sat-soft", "updown"):
         lm = captioner.model(model)
         feats = captioner.features([photo], with_regions=lm.attends_to == "regions")

@@ -8,10 +8,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from viewer import checkpoints
-from viewer.checkpoints import CheckpointError
-from viewer.decoding import DecodeSettings
-from viewer.pipeline import Captioner
+from viewer.engine import checkpoints
+from viewer.engine.checkpoints import CheckpointError
+from viewer.engine.decoding import DecodeSettings
+from viewer.engine.pipeline import Captioner
 
 from conftest import MODEL_TYPES
 
@@ -49,9 +49,9 @@ def test_metadata_says_what_the_model_is(tiny_checkpoints):
 
 def test_vision_spec_round_trips_and_keeps_the_stored_form():
     """Ours is stored without a `source` field, an imported one with it; both hash as before the dataclass."""
-    from viewer.vision import SPEC, SPEC_KEY, FeatureSource, VisionSpec
-    from viewer.vision.carried import resnet_spec
-    from viewer.vision.spec import spec_key
+    from viewer.engine.vision import SPEC, SPEC_KEY, FeatureSource, VisionSpec
+    from viewer.engine.vision.carried import resnet_spec
+    from viewer.engine.vision.spec import spec_key
     assert "source" not in SPEC.to_json() and SPEC.key == SPEC_KEY == spec_key(SPEC.to_json())
     carried = resnet_spec([3, 4, 23, 3])
     stored = carried.to_json()

@@ -23,14 +23,14 @@ import torch.nn as nn
 import torchvision
 from PIL import Image
 
-from viewer import checkpoints
+from viewer.engine import checkpoints
 from viewer.__main__ import main as cli
 from viewer.community import ConversionError, UnsafePickleError, import_checkpoint
-from viewer.decoding import DecodeSettings, decode
-from viewer.images import load_photo
-from viewer.pipeline import Captioner
-from viewer.safe_pickle import load as safe_load
-from viewer.vision import FeatureSource
+from viewer.engine.decoding import DecodeSettings, decode
+from viewer.engine.images import load_photo
+from viewer.engine.pipeline import Captioner
+from viewer.engine.safe_pickle import load as safe_load
+from viewer.engine.vision import FeatureSource
 
 from conftest import ASSETS
 
@@ -312,7 +312,7 @@ def test_aaronccwong_import_with_vgg_weights_reproduces_the_original(tmp_path):
 
 def test_aaronccwong_resnet152_model_runs_on_its_7x7_grid(tmp_path):
     from viewer.app import session as S
-    from viewer.trace import AttentionTrace
+    from viewer.engine.trace import AttentionTrace
 
     word_dict = {"<start>": 0, "<eos>": 1, "<unk>": 2, "<pad>": 3, **{w: i + 4 for i, w in enumerate(WORDS)}}
     decoder = randomise_(AwDecoder(len(word_dict), 2048), 7)
@@ -347,7 +347,7 @@ def test_aaronccwong_resnet152_model_runs_on_its_7x7_grid(tmp_path):
 
 
 def test_precomputed_grids_are_read_and_checked(tmp_path):
-    from viewer.vision.precomputed import FeatureFiles, FeaturesNotFound
+    from viewer.engine.vision.precomputed import FeatureFiles, FeaturesNotFound
     photo = load_photo(os.path.join(ASSETS, "coffee.jpg"))
     np.save(tmp_path / "coffee.npy", np.ones((14, 14, 512), np.float32))
     assert FeatureFiles(str(tmp_path)).lookup(photo).grid.shape == (196, 512)
@@ -481,7 +481,7 @@ def region_files(tmp_path_factory):
 
 @pytest.mark.parametrize("layout", ["features.tsv", "cocobu_att", "milvlg", "val36.hdf5"])
 def test_every_region_feature_layout_reads_the_same_regions(region_files, layout, tmp_path):
-    from viewer.vision.precomputed import FeatureFiles
+    from viewer.engine.vision.precomputed import FeatureFiles
     folder, feats, boxes = region_files
     photo = load_photo(os.path.join(ASSETS, "motorcycle.jpg"))
     photo.name = "COCO_val2014_000000012345.jpg" if layout in ("features.tsv", "val36.hdf5") else "motorcycle.jpg"

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from viewer import checkpoints
-from viewer.decoding import DecodeSettings, decode
-from viewer.vision import model_inputs
+from viewer.engine import checkpoints
+from viewer.engine.decoding import DecodeSettings, decode
+from viewer.engine.vision import model_inputs
 
 from conftest import MODEL_TYPES
 
@@ -35,7 +35,7 @@ def full_float32():
 
 @pytest.fixture(scope="module")
 def gpu_captioner(tiny_checkpoints):
-    from viewer.pipeline import Captioner
+    from viewer.engine.pipeline import Captioner
     return Captioner("cuda", checkpoint_dir=tiny_checkpoints)
 
 

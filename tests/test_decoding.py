@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from viewer.decoding import DecodeSettings
-from viewer.images import GRID
+from viewer.engine.decoding import DecodeSettings
+from viewer.engine.images import GRID
 
 from conftest import MODEL_TYPES
 
@@ -133,7 +133,7 @@ def test_hard_attention_samples_depend_on_the_seed_and_follow_alpha():
     draw from the wrong distribution (uniform) fails."""
     import torch
     from scipy.stats import chi2
-    from viewer.models import build_model
+    from viewer.engine.models import build_model
 
     torch.manual_seed(0)
     model = build_model("sat-hard", vocab_size=8, feature_dim=6, embed_dim=4, hidden_dim=8, att_dim=4, proj_dim=6,
@@ -152,7 +152,7 @@ def test_hard_attention_samples_depend_on_the_seed_and_follow_alpha():
 
 
 def test_batch_of_photos_equals_one_by_one(captioner, photo):
-    from viewer.images import load_photo
+    from viewer.engine.images import load_photo
     import os
     other = load_photo(os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "rocket.jpg"))
     settings = DecodeSettings(strategy="beam", beam_size=2)

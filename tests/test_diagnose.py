@@ -2,16 +2,16 @@
 import numpy as np
 import torch
 
-from viewer import checkpoints
-from viewer.data.vocab import Vocabulary
-from viewer.decoding import DecodeSettings
-from viewer.diagnose import cell_at, occlude, sanity
-from viewer.grounding import grounding, grounding_summary, word_class
-from viewer.images import GRID, Photo
-from viewer.models import build_model
-from viewer.pipeline import Captioner, photo_key
-from viewer.trace import AttentionTrace, TraceStep
-from viewer.vision import ImageFeatures, Regions
+from viewer.engine import checkpoints
+from viewer.engine.vocab import Vocabulary
+from viewer.engine.decoding import DecodeSettings
+from viewer.analysis.diagnose import cell_at, occlude, sanity
+from viewer.analysis.grounding import grounding, grounding_summary, word_class
+from viewer.engine.images import GRID, Photo
+from viewer.engine.models import build_model
+from viewer.engine.pipeline import Captioner, photo_key
+from viewer.engine.trace import AttentionTrace, TraceStep
+from viewer.engine.vision import ImageFeatures, Regions
 
 
 def _grid_trace(maps, words, samples=None):

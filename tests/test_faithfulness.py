@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from viewer.data.vocab import SPECIALS, Vocabulary
-from viewer.faithfulness import LEVELS, faithfulness_block, measure, top_half
-from viewer.grounding import bootstrap_ci
-from viewer.models.base import CaptionModel, Step, masked_mean
+from viewer.engine.vocab import SPECIALS, Vocabulary
+from viewer.analysis.faithfulness import LEVELS, faithfulness_block, measure, top_half
+from viewer.analysis.grounding import bootstrap_ci
+from viewer.engine.models.base import CaptionModel, Step, masked_mean
 
 from conftest import ASSETS, ROOT
 

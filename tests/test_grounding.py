@@ -3,11 +3,11 @@ its training targets, and hard attention's self-critical cell sampling."""
 import numpy as np
 import torch
 
-from viewer.grounding import (Caption, corpus_grounding, detector_recall, entropy, grid_units, ground_words,
+from viewer.analysis.grounding import (Caption, corpus_grounding, detector_recall, entropy, grid_units, ground_words,
                               grounding_block, inside_fractions, named_classes, word_class)
-from viewer.models import build_model
-from viewer.models.base import AttentionTargets
-from viewer.vision import Regions
+from viewer.engine.models import build_model
+from viewer.engine.models.base import AttentionTargets
+from viewer.engine.vision import Regions
 
 LEFT_HALF_DOG = Regions(np.array([[0, 0, 0.5, 1.0], [0, 0, 1, 1]], np.float32), ["dog", "whole image"],
                         np.array([0.9, 1.0], np.float32))
@@ -106,7 +106,7 @@ def test_supervision_loss_is_zero_inside_the_box_and_pulls_attention_into_it():
 
 
 def test_training_targets_follow_the_cached_boxes_of_the_named_class(tiny_corpus):
-    from viewer.train import GroundingTargets, make_batch
+    from viewer.training.train import GroundingTargets, make_batch
 
     paths, cache, vocab, encoded = tiny_corpus
     targets = GroundingTargets(paths, cache, "grid", vocab, weight=0.5)
@@ -128,8 +128,8 @@ def test_training_targets_follow_the_cached_boxes_of_the_named_class(tiny_corpus
 
 
 def test_scst_samples_of_one_image_attend_different_cells():
-    from viewer.data.vocab import Vocabulary
-    from viewer.scst import scst_loss
+    from viewer.engine.vocab import Vocabulary
+    from viewer.training.scst import scst_loss
 
     torch.manual_seed(0)
     vocab = Vocabulary(["<pad>", "<start>", "<end>", "<unk>", "dog", "runs"])

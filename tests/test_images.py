@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from viewer.images import (GRID, INPUT_SIZE, DISPLAY_SIDE, ImageError, Photo, cell_boxes, load_photo, squash,
+from viewer.engine.images import (GRID, INPUT_SIZE, DISPLAY_SIDE, ImageError, Photo, cell_boxes, load_photo, squash,
                            to_pixels)
 
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets")

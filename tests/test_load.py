@@ -30,8 +30,8 @@ def twenty_photos(tmp_path_factory):
 
 def test_twenty_concurrent_clients(server, twenty_photos):
     from viewer.app.session import display_copy
-    from viewer.images import load_photo
-    from viewer.loadtest import run_load
+    from viewer.engine.images import load_photo
+    from viewer.measure.loadtest import run_load
     url, studio = server
     result = run_load(url, twenty_photos, "sat-soft", clients=20, timeout_s=600)
     assert result["errors"] == []
@@ -107,7 +107,7 @@ def test_export_names_cannot_escape_the_export_folder(studio_for_exports):
 
 def test_exports_are_bounded_and_removed_on_close(captioner, photo):
     from viewer.app.session import Studio
-    from viewer.decoding import DecodeSettings
+    from viewer.engine.decoding import DecodeSettings
     studio = Studio(captioner, max_exports=3)
     ex = studio.explore(photo, "sat-soft", DecodeSettings(strategy="greedy"))
     for _ in range(6):
@@ -120,7 +120,7 @@ def test_exports_are_bounded_and_removed_on_close(captioner, photo):
 @pytest.fixture
 def studio_for_exports(captioner, photo):
     from viewer.app.session import Studio
-    from viewer.decoding import DecodeSettings
+    from viewer.engine.decoding import DecodeSettings
     studio = Studio(captioner)
     yield studio, studio.explore(photo, "sat-soft", DecodeSettings(strategy="greedy"))
     studio.close()

@@ -1,4 +1,4 @@
-"""The real-browser benchmark (`python -m viewer.loadtest --browser`) measures and reports; no speed is asserted."""
+"""The real-browser benchmark (`python -m viewer.measure.loadtest --browser`) measures and reports; no speed is asserted."""
 import os
 import shutil
 
@@ -8,7 +8,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 def test_browser_flag_dispatches_and_stays_on_loopback(capsys):
-    from viewer.loadtest import main
+    from viewer.measure.loadtest import main
     assert main(["--browser", "--url", "http://example.com:7860/"]) == 2
     assert "only targets this machine" in capsys.readouterr().err
 
@@ -17,7 +17,7 @@ def test_browser_bench_records_caption_and_stepping(server):
     pytest.importorskip("playwright", reason="the browser benchmark needs playwright (pip install playwright)")
     if not os.path.exists(CHROMIUM):
         pytest.skip("Debian chromium is not installed (apt-get install chromium; never `playwright install`)")
-    from viewer.browserbench import run_browser_bench, table
+    from viewer.measure.browserbench import run_browser_bench, table
     url, _ = server
     result = run_browser_bench(url, models=["sat-soft"], n_photos=1, clicks=1, arrows=1, ticks=1, timeout_s=20,
                                caption_timeout_s=120)

@@ -3,8 +3,8 @@ import shutil
 
 import pytest
 
-from viewer import evaluate
-from viewer.evaluate import score_captions
+from viewer.analysis import evaluate
+from viewer.analysis.evaluate import score_captions
 
 PREDICTIONS = {"a": "a dog runs across the green grass", "b": "a cup of coffee on a table"}
 REFERENCES = {"a": ["A dog runs across the green grass.", "a brown dog running on grass"],

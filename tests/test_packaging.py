@@ -77,9 +77,9 @@ def test_the_dispatcher_knows_every_command():
 
 
 def test_paths_in_a_checkout():
-    from viewer import checkpoints
+    from viewer.engine import checkpoints
     from viewer.app import session
-    from viewer.data import cache
+    from viewer.training import cache
 
     assert not paths.INSTALLED
     assert paths.ROOT == ROOT
@@ -107,11 +107,11 @@ def test_pyproject_packages_every_module_and_the_shipped_files():
 def test_model_path_without_its_suffix(tmp_path, monkeypatch, capsys):
     """`import --out runs/x` writes runs/x.safetensors; `--model runs/x` finds it. The checkpoint is
     an untrained tiny sat-soft (conftest's sizes): tiny_checkpoints' training is not needed here."""
-    from viewer import checkpoints
-    from viewer.checkpoints import CheckpointError, resolve
-    from viewer.data.vocab import Vocabulary
-    from viewer.models import build_model
-    from viewer.vision.encoder import FEATURE_DIM
+    from viewer.engine import checkpoints
+    from viewer.engine.checkpoints import CheckpointError, resolve
+    from viewer.engine.vocab import Vocabulary
+    from viewer.engine.models import build_model
+    from viewer.engine.vision.encoder import FEATURE_DIM
 
     vocab = Vocabulary.build((c for caps in CAPTIONS.values() for c in caps), min_freq=1)
     hparams = {**TINY_HPARAMS["sat-soft"], "vocab_size": len(vocab), "dropout": 0.0, "feature_dim": FEATURE_DIM}

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from viewer.images import GRID, cell_boxes
-from viewer.render import (FULL_WEIGHT, place_labels, region_density, render_cells, render_coverage, render_figure,
+from viewer.engine.images import GRID, cell_boxes
+from viewer.engine.render import (FULL_WEIGHT, place_labels, region_density, render_cells, render_coverage, render_figure,
                            render_gif, render_heatmap, render_regions, render_step, render_strip, shown_regions,
                            upsample)
-from viewer.trace import AttentionTrace, TraceStep
+from viewer.engine.trace import AttentionTrace, TraceStep
 
 RGB = np.full((300, 451, 3), 120, np.uint8)      # a non-square photo, like chelsea.jpg
 
@@ -45,7 +45,7 @@ def test_smooth_map_peaks_at_the_attended_cell():
 def test_smooth_is_exactly_the_authors_pyramid_expand(side):
     """The fast separable form gives the picture of their notebook's call, for any grid side."""
     from skimage.transform import pyramid_expand
-    from viewer.render import PAPER_SIDE, PAPER_SIGMA, density
+    from viewer.engine.render import PAPER_SIDE, PAPER_SIGMA, density
     grid = np.random.default_rng(side).dirichlet(np.full(side * side, 0.3)).reshape(side, side)
     theirs = pyramid_expand(grid * grid.size / (GRID * GRID), upscale=PAPER_SIDE / side, sigma=PAPER_SIGMA)
     ours = density(grid, PAPER_SIDE, PAPER_SIDE, "smooth")

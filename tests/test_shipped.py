@@ -3,7 +3,7 @@ import os
 import subprocess
 import sys
 
-from viewer import checkpoints
+from viewer.engine import checkpoints
 
 from conftest import ASSETS, SHIPPED, ROOT
 

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from viewer.data.vocab import Vocabulary
-from viewer.decoding import DecodeSettings, decode
-from viewer.images import GRID, load_photo
-from viewer.models import REGISTRY, build_model
-from viewer.steer import steer, steer_map
-from viewer.trace import AttentionTrace, TraceStep
+from viewer.engine.vocab import Vocabulary
+from viewer.engine.decoding import DecodeSettings, decode
+from viewer.engine.images import GRID, load_photo
+from viewer.engine.models import REGISTRY, build_model
+from viewer.analysis.steer import steer, steer_map
+from viewer.engine.trace import AttentionTrace, TraceStep
 
 from conftest import ASSETS, MODEL_TYPES, ROOT
 
@@ -176,7 +176,7 @@ def test_steering_a_shipped_model_onto_the_object_raises_its_name_over_the_backg
     """sat-soft on the motorcycle photo, at the word "motorcycle" of a forced caption: maps centred
     inside the detector's motorcycle box make the word far likelier than maps centred outside it
     (measured: 13% against 0.6% on average; were steering ignored, both would be the model's own 20%)."""
-    from viewer.pipeline import Captioner
+    from viewer.engine.pipeline import Captioner
     captioner = Captioner("cpu")
     photo = load_photo(os.path.join(ASSETS, "motorcycle.jpg"))
     regions = captioner.features([photo], with_regions=True)[0].regions
@@ -204,7 +204,8 @@ def test_steering_a_shipped_model_onto_the_object_raises_its_name_over_the_backg
 def main(monkeypatch, vision, tiny_checkpoints, capsys):
     """The CLI in this process, on the tiny models and the already loaded vision stack:
     main(*args) -> (exit status, stdout, stderr)."""
-    from viewer import __main__, pipeline
+    from viewer import __main__
+    from viewer.engine import pipeline
     monkeypatch.setattr(pipeline.Captioner, "vision", property(lambda self: vision))
 
     def run(*args):

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from viewer.decoding import DecodeSettings
-from viewer.trace import AttentionTrace
-from viewer.vision.regions import CONTEXT
+from viewer.engine.decoding import DecodeSettings
+from viewer.engine.trace import AttentionTrace
+from viewer.engine.vision.boxes import CONTEXT
 
 from conftest import MODEL_TYPES
 

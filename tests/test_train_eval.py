@@ -5,15 +5,15 @@ import os
 import numpy as np
 import pytest
 
-from viewer.data.cache import FeatureCache
-from viewer.data.datasets import load_dataset, read_coco, read_karpathy
-from viewer.data.vocab import Vocabulary, tokenize
-from viewer.evaluate import score_captions
+from viewer.training.cache import FeatureCache
+from viewer.training.datasets import load_dataset, read_coco, read_karpathy
+from viewer.engine.vocab import Vocabulary, tokenize
+from viewer.analysis.evaluate import score_captions
 
 
 def test_training_runs_end_to_end_loss_falls_and_resumes(tiny_data, cache_dir, tmp_path):
-    from viewer import checkpoints
-    from viewer.train import TrainConfig, train
+    from viewer.engine import checkpoints
+    from viewer.training.train import TrainConfig, train
 
     out = str(tmp_path / "run")
     cfg = TrainConfig(model="sat-soft", data=tiny_data, out=out, epochs=4, batch_images=3, lr=3e-3, min_freq=1,
@@ -33,8 +33,8 @@ def test_training_runs_end_to_end_loss_falls_and_resumes(tiny_data, cache_dir, t
 
 
 def test_early_stopping_can_score_the_select_half_only():
-    from viewer.data.datasets import CaptionSet, half_of
-    from viewer.train import TrainConfig, scored_dev_photos
+    from viewer.training.datasets import CaptionSet, half_of
+    from viewer.training.train import TrainConfig, scored_dev_photos
 
     dev = [f"/d/images/{i}.jpg" for i in range(40)]
     data = CaptionSet("/d", splits={"train": [], "dev": dev})
@@ -127,7 +127,7 @@ def test_evaluate_command_scores_a_split_and_ships_the_model(tiny_checkpoints, t
     import shutil
     import subprocess
     import sys
-    from viewer import checkpoints
+    from viewer.engine import checkpoints
     from conftest import ROOT
 
     folder = tmp_path / "ckpt"
@@ -150,10 +150,10 @@ def test_evaluate_command_scores_a_split_and_ships_the_model(tiny_checkpoints, t
 @pytest.mark.parametrize("model", ["sat-soft", "updown"])
 def test_evaluation_reports_grounding_on_own_and_forced_reference_words(tiny_checkpoints, tiny_data, cache_dir, model):
     """Grid and region models (regions padded to a batch's longest list) get the same grounding block."""
-    from viewer import checkpoints
-    from viewer.data.datasets import load_dataset
-    from viewer.decoding import DecodeSettings
-    from viewer.evaluate import evaluate_split
+    from viewer.engine import checkpoints
+    from viewer.training.datasets import load_dataset
+    from viewer.engine.decoding import DecodeSettings
+    from viewer.analysis.evaluate import evaluate_split
 
     loaded = checkpoints.load(os.path.join(tiny_checkpoints, f"{model}.safetensors"))
     data = load_dataset(tiny_data)
@@ -171,8 +171,8 @@ def test_evaluation_reports_grounding_on_own_and_forced_reference_words(tiny_che
 def test_scst_reward_is_pycocoevalcap_cider_and_fine_tuning_raises_it(tiny_data, cache_dir, tmp_path):
     from pycocoevalcap.cider.cider import Cider
 
-    from viewer.scst import CiderReward
-    from viewer.train import TrainConfig, train
+    from viewer.training.scst import CiderReward
+    from viewer.training.train import TrainConfig, train
 
     refs = {"a": ["a dog runs on the grass", "a brown dog running in a field"],
             "b": ["two children play on a beach", "kids playing in the sand by the sea"],

@@ -4,11 +4,11 @@ import pytest
 import torch
 
 from viewer.app import session as S
-from viewer.decoding import DecodeSettings
-from viewer.models import build_model
-from viewer.models.base import reorder
-from viewer.render import render_heatmap
-from viewer.trace import AttentionTrace
+from viewer.engine.decoding import DecodeSettings
+from viewer.engine.models import build_model
+from viewer.engine.models.base import reorder
+from viewer.engine.render import render_heatmap
+from viewer.engine.trace import AttentionTrace
 
 
 @pytest.mark.parametrize("encoder_layers", [0, 1])
@@ -71,9 +71,9 @@ def test_the_app_shows_the_picked_head(studio_transformer, photo):
 
 
 def test_per_head_grounding(tiny_data, tiny_corpus, tiny_checkpoints):
-    from viewer import checkpoints
-    from viewer.data.datasets import load_dataset
-    from viewer.evaluate import evaluate_split
+    from viewer.engine import checkpoints
+    from viewer.training.datasets import load_dataset
+    from viewer.analysis.evaluate import evaluate_split
     _, cache, _, _ = tiny_corpus
     loaded = checkpoints.load(f"{tiny_checkpoints}/transformer.safetensors")
     metrics, _ = evaluate_split(loaded, load_dataset(tiny_data), "dev", cache, DecodeSettings(beam_size=2),

@@ -3,8 +3,8 @@ import csv
 import json
 import os
 
-from viewer.data.datasets import load_dataset
-from viewer.triage import rank, triage, write_report
+from viewer.training.datasets import load_dataset
+from viewer.analysis.triage import rank, triage, write_report
 
 
 def test_triage_end_to_end(captioner, tiny_data, tmp_path):

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from viewer.images import GRID, load_photo, squash
-from viewer.vision import model_inputs
-from viewer.vision.encoder import FEATURE_DIM
-from viewer.vision.regions import CONTEXT, MAX_REGIONS, region_features, select_regions
+from viewer.engine.images import GRID, load_photo, squash
+from viewer.engine.vision import model_inputs
+from viewer.engine.vision.encoder import FEATURE_DIM
+from viewer.engine.vision.regions import CONTEXT, MAX_REGIONS, region_features, select_regions
 
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets")
 
@@ -36,7 +36,7 @@ def test_detector_regions(vision):
 def test_detector_boxes_on_the_photo_and_its_squashed_copy_agree_in_grid_coordinates(vision, name):
     """Training photos are squashed squares; uploads keep their aspect (padded): the main objects
     must come back in the same normalised frame either way."""
-    from viewer.vision.regions import _iou
+    from viewer.engine.vision.regions import _iou
     photo = load_photo(os.path.join(ASSETS, name))
     assert photo.width != photo.height
     on_photo, on_squashed = vision.detector.detect(photo.rgb), vision.detector.detect(squash(photo))
@@ -76,8 +76,8 @@ def test_region_features_pool_the_grid_inside_each_box():
 
 
 def test_training_cache_and_live_pipeline_compute_the_same_features(tiny_data, cache_dir, vision):
-    from viewer.data.cache import FeatureCache
-    from viewer.pipeline import Captioner
+    from viewer.training.cache import FeatureCache
+    from viewer.engine.pipeline import Captioner
 
     path = os.path.join(tiny_data, "images", "rocket.jpg")
     cache = FeatureCache(cache_dir)

@@ -12,7 +12,7 @@ import sys
 
 
 def _decode_settings(args):
-    from .decoding import DecodeSettings
+    from .engine.decoding import DecodeSettings
     if args.force is not None:
         return DecodeSettings(strategy="forced", seed=args.seed)
     if args.greedy:
@@ -25,7 +25,7 @@ def _decode_settings(args):
 
 def _steer_spec(spec: str, attends_to: str) -> tuple[int, tuple[int, ...]]:
     """--steer STEP:ROW,COL (grid) or STEP:REGION (regions) -> (0-based step, (row, col) or (region,))."""
-    from .images import AttendsTo
+    from .engine.images import AttendsTo
     head, _, tail = spec.partition(":")
     try:
         step, where = int(head), tuple(int(v) for v in tail.split(","))
@@ -42,7 +42,7 @@ def _steer_spec(spec: str, attends_to: str) -> tuple[int, tuple[int, ...]]:
 
 def _steer_unit(trace, where: tuple[int, ...]) -> tuple[int, str]:
     """The cell or region a --steer place names on this trace, and how to say it."""
-    from .images import AttendsTo
+    from .engine.images import AttendsTo
     if trace.attends_to == AttendsTo.REGIONS:
         n = len(trace.region_labels)
         if not 0 <= where[0] < n:
@@ -56,10 +56,10 @@ def _steer_unit(trace, where: tuple[int, ...]) -> tuple[int, str]:
 
 
 def cmd_caption(args) -> int:
-    from .images import ImageError, load_photo
-    from .pipeline import Captioner
-    from .faithfulness import trace_faithfulness
-    from .steer import steer, steer_map
+    from .engine.images import ImageError, load_photo
+    from .engine.pipeline import Captioner
+    from .analysis.faithfulness import trace_faithfulness
+    from .analysis.steer import steer, steer_map
 
     if args.faithfulness and not args.json:
         raise ValueError("--faithfulness adds to the JSON trace: use it with --json")
@@ -120,7 +120,7 @@ def _dig(d: dict, keys: tuple):
 
 
 def cmd_models(args) -> int:
-    from . import checkpoints
+    from .engine import checkpoints
     found = checkpoints.available(args.checkpoints)
     if not found:
         print(f"no checkpoints in {args.checkpoints or ', '.join(checkpoints.MODEL_DIRS)}")
@@ -160,12 +160,12 @@ def cmd_models(args) -> int:
 
 def cmd_import(args) -> int:
     from .community import import_checkpoint
-    from .checkpoints import named_path
+    from .engine.checkpoints import named_path
     out = args.out if os.path.sep in args.out else named_path(args.out, args.checkpoints)
     path = import_checkpoint(args.path, out, word_map=args.word_map, infos=args.infos,
                              encoder_weights=args.encoder_weights)
-    from . import checkpoints
-    from .vision import FeatureSource
+    from .engine import checkpoints
+    from .engine.vision import FeatureSource
     meta = checkpoints.read_meta(path)
     spec = checkpoints.stored_vision_spec(meta)
     needs = spec.details.get("describe") if spec.source == FeatureSource.PRECOMPUTED else None
@@ -175,7 +175,7 @@ def cmd_import(args) -> int:
 
 
 def cmd_average(args) -> int:
-    from .checkpoints import average, resolve
+    from .engine.checkpoints import average, resolve
     lm = average([resolve(m, args.checkpoints) for m in args.models], args.out, args.weights)
     how = "the mean" if args.weights is None else "the weighted mean (" + ", ".join(map(str, args.weights)) + ")"
     print(f"wrote {lm.path}: {how} of {len(args.models)} {lm.meta['model_type']} checkpoints "
@@ -184,7 +184,7 @@ def cmd_average(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from .train import TrainConfig, train
+    from .training.train import TrainConfig, train
     hparams = json.loads(args.hparams) if args.hparams else {}
     cfg = TrainConfig(model=args.model, data=args.data, out=args.out or os.path.join("runs", args.model),
                       epochs=args.epochs, batch_images=args.batch_images, lr=args.lr, patience=args.patience,
@@ -198,11 +198,11 @@ def cmd_train(args) -> int:
 def cmd_evaluate(args) -> int:
     import torch
 
-    from .data.cache import FeatureCache
-    from .data.datasets import load_dataset
-    from .decoding import DecodeSettings
-    from .evaluate import evaluate_photos, evaluate_split, write_captions
-    from .pipeline import Captioner
+    from .training.cache import FeatureCache
+    from .training.datasets import load_dataset
+    from .engine.decoding import DecodeSettings
+    from .analysis.evaluate import evaluate_photos, evaluate_split, write_captions
+    from .engine.pipeline import Captioner
 
     captioner = Captioner(args.device, checkpoint_dir=args.checkpoints, feature_files=args.features)
     loaded = captioner.model(args.model)
@@ -224,7 +224,7 @@ def cmd_evaluate(args) -> int:
     out = args.captions_out or f"captions_{loaded.name}_{args.split}.json"
     write_captions(out, captions)
     if args.ship:
-        from .checkpoints import named_path, ship
+        from .engine.checkpoints import named_path, ship
         target = named_path(args.ship, args.checkpoints)
         ship(loaded, target, args.ship, {"dev_metrics": metrics,
                                         "dev_settings": {"split": args.split, "beam": args.beam, "images": len(captions)}})
@@ -248,10 +248,10 @@ def cmd_evaluate(args) -> int:
 
 def cmd_triage(args) -> int:
     import glob
-    from .data.datasets import load_dataset
-    from .decoding import DecodeSettings
-    from .pipeline import Captioner
-    from .triage import rank, triage, write_report
+    from .training.datasets import load_dataset
+    from .engine.decoding import DecodeSettings
+    from .engine.pipeline import Captioner
+    from .analysis.triage import rank, triage, write_report
 
     if bool(args.data) == bool(args.images):
         raise ValueError("give either --data DIR (with --split) or --images FOLDER")
@@ -275,8 +275,8 @@ def cmd_triage(args) -> int:
 
 def cmd_bench(args) -> int:
     import glob
-    from . import bench
-    from .checkpoints import available, read_meta, stored_vision_spec
+    from .measure import bench
+    from .engine.checkpoints import available, read_meta, stored_vision_spec
     from .paths import ASSETS
     images = args.images or [ASSETS]
     paths = []
@@ -293,7 +293,7 @@ def cmd_bench(args) -> int:
 
 
 def _device(args):
-    from .device import pick_device
+    from .engine.device import pick_device
     return pick_device(args.device)
 
 
@@ -409,8 +409,8 @@ def main(argv=None) -> int:
     p.set_defaults(func=cmd_import)
 
     args = parser.parse_args(argv)
-    from .checkpoints import CheckpointError
-    from .images import ImageError
+    from .engine.checkpoints import CheckpointError
+    from .engine.images import ImageError
     try:
         return args.func(args)
     except (CheckpointError, ImageError, ValueError, OSError) as err:

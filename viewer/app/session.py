@@ -24,19 +24,18 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..decoding import DecodeSettings
-from ..diagnose import cell_at, occlude, sanity
-from ..grounding import grounding, grounding_summary
-from ..evaluate import caption_scores
-from ..faithfulness import DRAWS, LEVELS, trace_faithfulness
-from ..triage import list_runs, read_run
-from ..images import AttendsTo, Photo, load_photo
+from ..engine.decoding import DecodeSettings
+from ..analysis.diagnose import cell_at, occlude, sanity
+from ..analysis.grounding import grounding, grounding_summary
+from ..analysis.evaluate import caption_scores
+from ..analysis.faithfulness import DRAWS, LEVELS, trace_faithfulness
+from ..analysis.triage import list_runs, read_run
+from ..engine.images import AttendsTo, Photo, load_photo
 from ..paths import TRIAGE_DIR
-from ..pipeline import Captioner, photo_key
-from ..render import (render_cells, render_coverage, render_figure, render_gif, render_heads, render_step,
-                      render_strip)
-from ..steer import SteerResult, steer, steer_map
-from ..trace import AttentionTrace
+from ..engine.pipeline import Captioner, photo_key
+from ..engine.render import (render_cells, render_coverage, render_figure, render_gif, render_heads, render_step, render_strip)
+from ..analysis.steer import SteerResult, steer, steer_map
+from ..engine.trace import AttentionTrace
 
 STRATEGY_LABELS = {"Beam search": "beam", "Greedy": "greedy", "Sampling": "sample"}
 
@@ -184,7 +183,7 @@ class Studio:
         shutil.rmtree(self.export_dir, ignore_errors=True)
 
     def models(self) -> list[str]:
-        from ..checkpoints import available
+        from ..engine.checkpoints import available
         return list(available(self.captioner.checkpoint_dir))
 
     def decode(self, photo: Photo, model: str, settings: DecodeSettings, prefix: list[str] | None = None
@@ -542,7 +541,7 @@ def unit_at(ex: Exploration, x: float, y: float) -> int:
 def steering(studio: Studio, ex: Exploration, x: float, y: float) -> tuple[str, SteerResult]:
     """HTML: make the current word attend where the photo was clicked (display pixel x, y): the
     model's own next words beside those under the steered map, and the caption it goes on to write.
-    Also the viewer.steer.SteerResult, whose trace (step `ex.step` steered) draws the steered map."""
+    Also the viewer.analysis.steer.SteerResult, whose trace (step `ex.step` steered) draws the steered map."""
     unit = unit_at(ex, x, y)
     result = steer(studio.captioner, ex.photo, ex.model, ex.trace, ex.step, steer_map(ex.trace, unit), ex.settings)
     where = ("(row {}, col {})".format(*divmod(unit, ex.trace.grid_side)) if ex.trace.attends_to == AttendsTo.GRID

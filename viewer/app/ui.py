@@ -14,11 +14,11 @@ import time
 
 import gradio as gr
 
-from ..checkpoints import CheckpointError
-from ..decoding import DecodeSettings
-from ..images import ImageError
+from ..engine.checkpoints import CheckpointError
+from ..engine.decoding import DecodeSettings
+from ..engine.images import ImageError
 from ..paths import ASSETS
-from ..render import COLORMAPS, SCALES, UPSAMPLING
+from ..engine.render import COLORMAPS, SCALES, UPSAMPLING
 from . import session as S
 
 log = logging.getLogger("viewer.app")

@@ -8,7 +8,7 @@ in our order and saves tensors + JSON metadata. A new format is one module with 
 """
 from __future__ import annotations
 
-from ..safe_pickle import UnsafePickleError, load
+from ..engine.safe_pickle import UnsafePickleError, load
 from . import aaronccwong, poojahira, ruotianluo, sgrvinod
 from .common import ConversionError, save_imported
 

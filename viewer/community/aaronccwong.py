@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from ..safe_pickle import load as safe_load
-from ..vision.carried import resnet_spec, vgg19_spec
-from ..vision.spec import FeatureSource, VisionSpec
+from ..engine.safe_pickle import load as safe_load
+from ..engine.vision.carried import resnet_spec, vgg19_spec
+from ..engine.vision.spec import FeatureSource, VisionSpec
 from .common import ConversionError, Imported, read_word_map, rename
 
 RENAMES = {"attention.U.": "decoder_att.", "attention.W.": "encoder_att.", "attention.v.": "full_att.",

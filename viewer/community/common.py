@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import checkpoints
-from ..data.vocab import SPECIALS, Vocabulary
-from ..models import build_model
-from ..vision.spec import FeatureSource, VisionSpec
+from ..engine import checkpoints
+from ..engine.vocab import SPECIALS, Vocabulary
+from ..engine.models import build_model
+from ..engine.vision.spec import FeatureSource, VisionSpec
 
 NEVER = -1e4   # output bias for a token the original model could not emit: no probability mass
 

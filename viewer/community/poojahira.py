@@ -7,7 +7,7 @@ The auxiliary head `fc1` (trained jointly, unused when captioning) is dropped.
 """
 from __future__ import annotations
 
-from ..safe_pickle import InertRecord, module_tensors
+from ..engine.safe_pickle import InertRecord, module_tensors
 from .common import Imported, bottom_up_features, read_word_map, rename
 
 RENAMES = {"attention.features_att.": "att_feat.", "attention.decoder_att.": "att_hidden.",

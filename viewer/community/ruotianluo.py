@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ..safe_pickle import load as safe_load
+from ..engine.safe_pickle import load as safe_load
 from .common import ConversionError, Imported, bottom_up_features, rename
 
 RENAMES = {"embed.0.": "embed.", "fc_embed.0.": "mean_embed.0.", "att_embed.0.": "feat_embed.0.",

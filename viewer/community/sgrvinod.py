@@ -7,8 +7,8 @@ records; their tensors are read out, the ResNet depth is read from the block cou
 """
 from __future__ import annotations
 
-from ..safe_pickle import InertRecord, module_tensors
-from ..vision.carried import resnet_spec
+from ..engine.safe_pickle import InertRecord, module_tensors
+from ..engine.vision.carried import resnet_spec
 from .common import ConversionError, Imported, read_word_map, rename
 
 RENAMES = {"attention.": ""}

@@ -10,9 +10,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .grounding import entropy
 from .images import AttendsTo, GRID, grid_side, to_pixels
 
+
+
+def entropy(attention: np.ndarray) -> float:
+    """Shannon entropy (nats) of an attention distribution: how spread out the look is."""
+    p = np.asarray(attention, np.float64)
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
 
 @dataclass
 class TraceStep:

@@ -18,10 +18,9 @@ import cv2
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from .grounding import entropy
 from .images import AttendsTo, GRID, cell_boxes
-from .trace import AttentionTrace
-from .vision.regions import CONTEXT
+from .trace import AttentionTrace, entropy
+from .vision.boxes import CONTEXT
 
 UPSAMPLING = ("smooth", "bilinear", "blocky")
 COLORMAPS = ("paper", "spotlight", "jet", "inferno", "viridis", "gray")

@@ -7,7 +7,7 @@ press ArrowRight, each timed from the input event to the new view image loaded; 
 a few times, timed as the interval between consecutive overlays (the timer ticks every 0.9 s).
 The first caption per model is a warm-up (model load) and is excluded from the statistics.
 
-    python -m viewer.loadtest --browser [--url http://127.0.0.1:7860/] [--models sat-soft updown]
+    python -m viewer.measure.loadtest --browser [--url http://127.0.0.1:7860/] [--models sat-soft updown]
                               [--photos 3] [--out bench.json]
 
 Without --url the app is started as a subprocess on a free 127.0.0.1 port (shipped models, or
@@ -34,7 +34,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from .paths import ASSETS, ROOT
+from ..paths import ASSETS, ROOT
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -156,7 +156,7 @@ class AppProcess:
     stopped on exit. Started as a module, so it also works from an installed copy, which has no launch.py."""
 
     def __init__(self, checkpoints: str | None = None, device: str | None = None, start_timeout_s: float = 300):
-        from .app import free_port
+        from ..app import free_port
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         cmd = [sys.executable, "-m", "viewer.cli", "--host", "127.0.0.1", "--port", str(self.port)]
@@ -477,7 +477,7 @@ def table(result: dict) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m viewer.loadtest --browser",
+        prog="python -m viewer.measure.loadtest --browser",
         description="Time the viewer as a person feels it, in headless chromium: caption to first overlay, and "
                     "each word step (click, ArrowRight, play) to its overlay loaded. JSON to stdout, a table to "
                     "stderr.")

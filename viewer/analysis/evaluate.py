@@ -17,12 +17,12 @@ import time
 
 import numpy as np
 
-from .data.vocab import tokenize
-from .decoding import DecodeSettings, Hypothesis, decode
+from ..engine.vocab import tokenize
+from ..engine.decoding import DecodeSettings, Hypothesis, decode
 from .faithfulness import faithfulness_block, measure
 from .grounding import PROXY_BOXES, Caption, detector_recall, grid_units, grounding_block, trace_units
-from .images import load_photo
-from .vision import model_inputs
+from ..engine.images import load_photo
+from ..engine.vision import model_inputs
 
 
 def java_available() -> bool:

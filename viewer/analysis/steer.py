@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .decoding import DecodeSettings
-from .images import AttendsTo
-from .trace import AttentionTrace
+from ..engine.decoding import DecodeSettings
+from ..engine.images import AttendsTo
+from ..engine.trace import AttentionTrace
 
 
 def steer_map(trace: AttentionTrace, unit: int, sigma: float = 1.0) -> np.ndarray:

@@ -1,11 +1,11 @@
 """Load generator for a running viewer: N concurrent gradio_client sessions, each uploading its own
 photo and stepping through every word. Bounded in requests and time; loopback addresses only.
 
-    python -m viewer.loadtest http://127.0.0.1:7860/ --clients 20 [--photos DIR]
+    python -m viewer.measure.loadtest http://127.0.0.1:7860/ --clients 20 [--photos DIR]
 
 With --browser it times what a person feels instead, in headless chromium (viewer/browserbench.py):
 
-    python -m viewer.loadtest --browser [--url URL] [--models M ...] [--photos N] [--out FILE]
+    python -m viewer.measure.loadtest --browser [--url URL] [--models M ...] [--photos N] [--out FILE]
 """
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from .paths import ASSETS
+from ..paths import ASSETS
 
 
 def one_session(url: str, photo: str, model: str, max_steps: int = 12) -> dict:
     """Caption one photo and step through its words; returns latencies and what came back."""
     from gradio_client import Client, handle_file
 
-    from .app.session import Style
+    from ..app.session import Style
     style = Style().inputs()
     client = Client(url, verbose=False)
     start = time.perf_counter()
@@ -70,8 +70,8 @@ def main(argv=None) -> int:
     if "--browser" in argv:
         from .browserbench import main as browser_main
         return browser_main([a for a in argv if a != "--browser"])
-    parser = argparse.ArgumentParser(prog="python -m viewer.loadtest",
-                                     epilog="python -m viewer.loadtest --browser --help: the real-browser timings")
+    parser = argparse.ArgumentParser(prog="python -m viewer.measure.loadtest",
+                                     epilog="python -m viewer.measure.loadtest --browser --help: the real-browser timings")
     parser.add_argument("url")
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--model", default="sat-soft")

@@ -15,10 +15,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import safe_open, save_file
 
-from .data.vocab import Vocabulary
+from .vocab import Vocabulary
 from .images import AttendsTo
 from .models import REGISTRY, CaptionModel, build_model
-from .paths import MODEL_DIRS, OWN_CHECKPOINT_DIR
+from ..paths import MODEL_DIRS, OWN_CHECKPOINT_DIR
 from .vision import SPEC, SPEC_KEY, FeatureSource, VisionSpec
 
 ENCODER_PREFIX = "encoder."   # an imported model's own grid encoder, stored next to its decoder

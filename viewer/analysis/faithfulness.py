@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .decoding import DecodeSettings, decode
+from ..engine.decoding import DecodeSettings, decode
 from .grounding import bootstrap_ci, word_class
 
 LEVELS = (0.0, 0.1, 0.25, 0.5, 0.75)   # shares of the units hidden on the deletion curve
@@ -152,7 +152,7 @@ def trace_faithfulness(captioner, photo, model: str, trace, steps: list[int] | N
                        draws: int = DRAWS, seed: int = 0) -> list[WordFaithfulness]:
     """Faithfulness of a (forced or decoded) trace's words on one photo through the pipeline
     (default: every step); the words are forced as the trace has them."""
-    from .vision import model_inputs
+    from ..engine.vision import model_inputs
     lm = captioner.model(model)
     feats, mask = model_inputs(captioner.inputs(lm, [photo]), lm.attends_to, captioner.device)
     ids = [lm.vocab.index.get(s.word, lm.vocab.unk) for s in trace.steps]

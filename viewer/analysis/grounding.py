@@ -24,9 +24,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .data.vocab import tokenize
-from .images import cell_boxes, grid_side
-from .vision.regions import CONTEXT, Regions
+from ..engine.vocab import tokenize
+from ..engine.images import cell_boxes, grid_side
+from ..engine.trace import entropy
+from ..engine.vision.boxes import CONTEXT, Regions
 
 RASTER = 112   # side of the raster that box unions are drawn on
 PROXY_BOXES = "proxy boxes: the COCO SSD detector's boxes of the named class on the same photo"
@@ -92,12 +93,6 @@ def centre_inside(unit: np.ndarray, boxes: np.ndarray) -> bool:
     cx, cy = (unit[0] + unit[2]) / 2, (unit[1] + unit[3]) / 2
     b = np.asarray(boxes).reshape(-1, 4)
     return bool(((b[:, 0] <= cx) & (cx <= b[:, 2]) & (b[:, 1] <= cy) & (cy <= b[:, 3])).any())
-
-
-def entropy(attention: np.ndarray) -> float:
-    p = np.asarray(attention, np.float64)
-    p = p[p > 0]
-    return float(-(p * np.log(p)).sum())
 
 
 @dataclass

@@ -21,19 +21,19 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from . import checkpoints
-from .data.cache import FeatureCache
-from .data.datasets import load_dataset
-from .data.vocab import Vocabulary
-from .decoding import DecodeSettings
-from .evaluate import evaluate_split
-from .grounding import grid_units, inside_fractions, word_class
-from .images import AttendsTo, GRID
-from .models import REGISTRY, build_model
-from .models.base import AttentionTargets
+from ..engine import checkpoints
+from .cache import FeatureCache
+from .datasets import load_dataset
+from ..engine.vocab import Vocabulary
+from ..engine.decoding import DecodeSettings
+from ..analysis.evaluate import evaluate_split
+from ..analysis.grounding import grid_units, inside_fractions, word_class
+from ..engine.images import AttendsTo, GRID
+from ..engine.models import REGISTRY, build_model
+from ..engine.models.base import AttentionTargets
 from .scst import CiderReward, scst_loss
-from .vision import VisionStack, model_inputs
-from .vision.regions import MAX_REGIONS
+from ..engine.vision import VisionStack, model_inputs
+from ..engine.vision.regions import MAX_REGIONS
 
 
 @dataclass

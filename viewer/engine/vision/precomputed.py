@@ -25,7 +25,7 @@ import torch
 
 from ..images import Photo, grid_side
 from . import ImageFeatures
-from .regions import Regions
+from .boxes import Regions
 
 
 class FeaturesNotFound(LookupError):

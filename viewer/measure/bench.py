@@ -19,12 +19,12 @@ import cv2
 import numpy as np
 import torch
 
-from .decoding import DecodeSettings, decode
-from .images import AttendsTo, load_photo, squash
-from .pipeline import Captioner
-from .render import render_step
-from .trace import build_trace
-from .vision import ImageFeatures, model_inputs
+from ..engine.decoding import DecodeSettings, decode
+from ..engine.images import AttendsTo, load_photo, squash
+from ..engine.pipeline import Captioner
+from ..engine.render import render_step
+from ..engine.trace import build_trace
+from ..engine.vision import ImageFeatures, model_inputs
 
 
 def _stats(seconds: list[float]) -> dict:
@@ -130,7 +130,7 @@ def startup(checkpoint_dir: str | None = None, repeats: int = 3, timeout: float 
     """Seconds from starting the app (as `attention-viewer` does) to its first page, median of `repeats`
     starts, beside what a fresh interpreter takes to import gradio and torch alone: the app needs both
     (and its encoder and detector, which load in under a second) before it serves a page."""
-    from .app import free_port
+    from ..app import free_port
 
     def seconds(argv, port=None):
         start = time.perf_counter()

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from .data.vocab import Vocabulary
+from .vocab import Vocabulary
 from .models.base import CaptionModel, reorder
 
 STRATEGIES = ("greedy", "beam", "sample", "forced")

@@ -13,12 +13,12 @@ import os
 import numpy as np
 from PIL import Image
 
-from .decoding import DecodeSettings
+from ..engine.decoding import DecodeSettings
 from .diagnose import sanity
 from .grounding import grounding, grounding_summary
 from .evaluate import score_captions
-from .images import ImageError, load_photo
-from .render import render_strip
+from ..engine.images import ImageError, load_photo
+from ..engine.render import render_strip
 
 SORT_KEYS = {"score": "CIDEr", "grounding": "grounding", "confidence": "confidence"}
 

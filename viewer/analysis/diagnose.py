@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .images import GRID
-from .trace import AttentionTrace
+from ..engine.images import GRID
+from ..engine.trace import AttentionTrace
 
 
 def sanity(trace: AttentionTrace, static_threshold: float = 0.9) -> dict:

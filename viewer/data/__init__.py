@@ -1,1 +1,0 @@
-"""Datasets, vocabulary and the on-disk feature cache used by training and evaluation."""
