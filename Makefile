@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test setup browser java
+.PHONY: run test setup browser java install-check
 
 $(VENV)/installed.stamp: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,5 +26,10 @@ java:
 run: setup
 	$(PY) launch.py $(ARGS)
 
-test: setup browser java
+# `pip install .` into a fresh venv with no pins (the newest releases pyproject allows), then the
+# installed command captions a photo outside the repo: .ci/fresh-install (~2-4 min, torch is big).
+install-check:
+	PYTHON=$(PYTHON) .ci/fresh-install
+
+test: setup browser java install-check
 	$(PY) -m pytest -q -p no:cacheprovider tests

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -13,6 +14,8 @@ import pytest
 from PIL import Image
 
 from viewer.app import session as S
+
+from viewer.app import panels as P
 from viewer.engine.decoding import DecodeSettings
 from viewer.engine.images import cell_boxes
 
@@ -40,7 +43,7 @@ def test_stepping_and_restyling_never_rerun_the_model(studio, photo):
             ex.step = t
             for style in (S.Style(), S.Style("blocky", "jet", 0.3), S.Style("bilinear", "gray", 1.0, "stretch")):
                 assert S.overlay(ex, style).shape == ex.display.shape
-            panels.append((S.step_panel(ex), S.grid_numbers(ex), S.caption_tokens(ex)))
+            panels.append((P.step_panel(ex), P.grid_numbers(ex), S.caption_tokens(ex)))
         again = studio.explore(photo, "sat-soft", DecodeSettings())
     finally:
         studio.captioner.caption = original
@@ -92,7 +95,7 @@ def test_selected_word_is_marked_and_panel_lists_alternatives(studio, photo):
     tokens = S.caption_tokens(ex)
     assert [lab for _, lab in tokens].count("selected") == 1 and tokens[1][1] == "selected"
     assert "".join(w for w, _ in tokens).split() == [s.word for s in ex.trace.steps]
-    panel = S.step_panel(ex)
+    panel = P.step_panel(ex)
     assert "beta" in panel and "sampled cell" in panel
     assert all(w in panel for w, _ in ex.trace.steps[1].alternatives[:3])
 
@@ -203,7 +206,7 @@ def _image_size(page, elem_id):
 
 def test_browser_session(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
-    url, _ = server
+    url, studio = server
     with sync_playwright() as p:
         browser = _browser(p)
         page = browser.new_page(viewport={"width": 1500, "height": 1100})
@@ -247,6 +250,12 @@ def test_browser_session(server, tmp_path):
         page.locator("#diagnose").click()
         expect(page.locator("#diagnosis")).to_contain_text("map-to-map similarity", timeout=60_000)
         expect(page.locator("#diagnosis svg polyline")).to_have_count(2)   # the word's deletion curve
+        # ... and they plot that word's curves as the session computes them
+        step = int(re.search(r"at step (\d+)", page.locator("#panel .step-facts").inner_text()).group(1))
+        model = page.locator("#model input").input_value()
+        ex = studio.explore(os.path.join(ASSETS, "coffee.jpg"), model, DecodeSettings(beam_size=3))
+        ex.go_to(step)
+        _assert_curves_plot(page.locator("#diagnosis").inner_html(), studio, ex)
         # steering (the default click): the word looks where the photo was clicked
         view_src = page.locator("#view img").get_attribute("src")
         page.locator("#view img").click(position={"x": 60, "y": 60})
@@ -279,15 +288,34 @@ def test_browser_session(server, tmp_path):
         browser.close()
 
 
+def _assert_curves_plot(page, studio, ex):
+    """The two polylines are the word's deletion curves: x at each level's share of units, y the drop
+    (clipped at 0) on the axis from 0 (y=110) to the top label (y=10)."""
+    import re
+    from viewer.analysis.faithfulness import LEVELS, trace_faithfulness
+    w = trace_faithfulness(studio.captioner, ex.photo, ex.model, ex.trace, [ex.step])[0]
+    top = float(re.search(r'>([\d.]+) nats</text>', page).group(1))
+    assert np.isclose(top, max([1.0, *w.curve_top, *w.curve_random]), atol=0.051)
+    lines = re.findall(r'<polyline[^>]*points="([^"]+)"', page)
+    assert len(lines) == 2
+    for points, curve in zip(lines, (w.curve_top, w.curve_random)):
+        xy = np.array([[float(v) for v in p.split(",")] for p in points.split()])
+        assert np.allclose(xy[:, 0], [20 + 260 * f for f in LEVELS], atol=0.051)
+        drops = (110 - xy[:, 1]) / 100 * max([1.0, *w.curve_top, *w.curve_random])
+        assert np.allclose(drops, np.maximum(curve, 0), atol=0.002 * top + 1e-3), (drops, curve)
+    assert f"by {w.drop_top:.2f} nats" in page
+
+
 def test_diagnosis_and_occlusion_panels(studio, photo):
     ex = studio.explore(photo, "sat-hard", DecodeSettings(strategy="greedy"))
-    page = S.diagnosis(studio, ex)
+    page = P.diagnosis(studio, ex)
     assert "map-to-map similarity" in page and "hard sample left" in page
     assert ("cup" in page) == ("cup" in ex.trace.words)          # object words get a grounding row
     assert page.count("<polyline") == 2 and 'id="deletion-curve"' in page   # the selected word's two curves
+    _assert_curves_plot(page, studio, ex)
     assert f"Does <b>{ex.trace.steps[0].word}</b> depend" in page
     ex.step = 1
-    report = S.occlusion(studio, ex)
+    report = P.occlusion(studio, ex)
     assert f"p(<b>{ex.trace.steps[1].word}</b>)" in report and "New caption" in report
     assert S.unit_at(ex, 0, 0) == 0
     h, w = ex.display.shape[:2]                                     # clicks come in view pixels
@@ -296,7 +324,7 @@ def test_diagnosis_and_occlusion_panels(studio, photo):
     unit = S.unit_at(regions, w / 2, h / 2)
     x1, y1, x2, y2 = regions.trace.boxes_pixels()[unit]
     assert x1 <= photo.width / 2 <= x2 and y1 <= photo.height / 2 <= y2
-    assert "Hid region" in S.occlusion(studio, regions, [unit])
+    assert "Hid region" in P.occlusion(studio, regions, [unit])
 
 
 def test_views_are_drawn_between_the_view_limits(photo):
@@ -332,12 +360,12 @@ def test_session_logic_step_beam_score_triage_compare(studio, photo):
     assert ex.go_to(0) == 0 and ex.go_to(999) == ex.n_steps - 1 and ex.go_to(2) == 1 and ex.step == 1
     ex.choose_beam(1)
     assert (ex.beam, ex.step) == (1, 0) and ex.trace is ex.beams[1]
-    page = S.score_html('a <script>alert(1)</script> "dog"', {"BLEU-4": 12.345}, corpus=False)
+    page = P.score_html('a <script>alert(1)</script> "dog"', {"BLEU-4": 12.345}, corpus=False)
     assert "<script>" not in page and "&lt;script&gt;" in page and "BLEU-4 12.3" in page and "--data" in page
-    assert "--data" not in S.score_html("a dog", {"CIDEr": 1.0}, corpus=True)
+    assert "--data" not in P.score_html("a dog", {"CIDEr": 1.0}, corpus=True)
     rows = [{"rank": 1, "image": "/far/away/dog.jpg", "caption": "a dog", "CIDEr": 0.5}]
-    assert S.triage_table(rows) == [[1, "dog.jpg", "a dog", 0.5, "", ""]]
-    line = S.compare_line(ex.trace, 1)
+    assert P.triage_table(rows) == [[1, "dog.jpg", "a dog", 0.5, "", "", "", ""]]
+    line = P.compare_line(ex.trace, 1)
     total = sum(s.logprob for s in ex.trace.steps)
     assert line.startswith(f"**{ex.trace.model}** (log p {total:.2f}): ")
     assert f"**[{ex.trace.steps[1].word}]**" in line and line.count("**[") == 1

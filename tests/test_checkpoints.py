@@ -168,3 +168,62 @@ def test_models_you_make_are_found_beside_the_shipped_ones(tiny_checkpoints, tmp
     assert checkpoints.resolve("mine") == found["mine"] and checkpoints.load(found["mine"]).attends_to == "regions"
     assert checkpoints.named_path("new") == str(own / "new.safetensors")
     assert checkpoints.named_path("new", str(tmp_path)) == str(tmp_path / "new.safetensors")
+
+
+def _strings(obj):
+    """Every string in a metadata tree (dict keys excluded)."""
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _strings(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _strings(v)
+    elif isinstance(obj, str):
+        yield obj
+
+
+def test_saving_strips_the_machines_absolute_paths(tiny_checkpoints, tmp_path):
+    """averaged_from, init_from and the data folder keep base names; relative paths and other text stay."""
+    src = os.path.join(tiny_checkpoints, "sat-soft.safetensors")
+    lm = checkpoints.load(src)
+    extra = {"training": {"data": "/home/someone/data/flickr8k",
+                          "config": {"data": "../shared/data/flickr8k", "init_from": "/tmp/soft_e6.safetensors",
+                                     "out": "runs/sat-soft"}},
+             "averaged_from": ["/work/main/runs/a/last.safetensors", "C:\\runs\\b\\best.safetensors", "runs/c.safetensors"],
+             "note": "/not/a/path/key stays"}
+    path = str(tmp_path / "saved.safetensors")
+    checkpoints.save(path, lm.model, lm.vocab, "x", "sat-soft", lm.meta["hparams"], extra, half=False)
+    meta = checkpoints.read_meta(path)
+    assert meta["training"]["data"] == "flickr8k"
+    assert meta["training"]["config"] == {"data": "../shared/data/flickr8k", "init_from": "soft_e6.safetensors",
+                                          "out": "runs/sat-soft"}
+    assert meta["averaged_from"] == ["last.safetensors", "best.safetensors", "runs/c.safetensors"]
+    assert meta["note"] == "/not/a/path/key stays"
+    soup = checkpoints.average([os.path.abspath(src), os.path.abspath(src)], str(tmp_path / "soup.safetensors"))
+    assert soup.meta["averaged_from"] == ["sat-soft.safetensors"] * 2
+
+
+def test_update_meta_rewrites_the_header_and_keeps_every_tensor_bit_for_bit(tiny_checkpoints, tmp_path):
+    import shutil
+    path = str(tmp_path / "copy.safetensors")
+    shutil.copy(os.path.join(tiny_checkpoints, "updown.safetensors"), path)
+    before = load_file(path)
+    meta = checkpoints.update_meta(path, {"dev_split": "dev-select", "averaged_from": ["/abs/x.safetensors"]})
+    assert meta == checkpoints.read_meta(path)
+    assert meta["dev_split"] == "dev-select" and meta["averaged_from"] == ["x.safetensors"]
+    after = load_file(path)
+    assert before.keys() == after.keys()
+    assert all(before[k].dtype == after[k].dtype and torch.equal(before[k], after[k]) for k in before)
+
+
+@pytest.mark.parametrize("name", ["sat-soft", "sat-hard", "updown", "transformer"])
+def test_every_shipped_checkpoint_says_how_it_was_chosen_and_holds_no_machine_path(name):
+    from conftest import ROOT
+    meta = checkpoints.read_meta(os.path.join(ROOT, "checkpoints", f"{name}.safetensors"))
+    assert meta["dev_split"] == meta["training"]["config"]["dev_split"] == "dev"   # early stopping, before dev-select
+    chosen = meta["chosen_on"]
+    assert chosen["interpolation"].startswith("dev-select") and chosen["dev_report_seen_by"]
+    assert "a" in meta["interpolation"] and meta["interpolation"]["chosen_on"].startswith("dev-select")
+    assert meta["dev_settings"]["split"] == "dev-report" and meta["dev_settings"]["looked_at_report_half"] is True
+    for text in _strings({k: v for k, v in meta.items() if k != "vocab"}):
+        assert not os.path.isabs(text) and "/work/" not in text and "/tmp/" not in text, text

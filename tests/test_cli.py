@@ -72,3 +72,34 @@ def test_models_lists_metadata(tiny_checkpoints):
     rows = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and sorted(r["name"] for r in rows) == sorted(MODEL_TYPES)
     assert {r["type"] for r in rows} == set(MODEL_TYPES)
+
+
+def test_train_scores_the_select_half_by_default():
+    from viewer.__main__ import build_parser
+    args = build_parser().parse_args(["train", "--model", "sat-soft", "--data", "d"])
+    assert args.dev_split == "dev-select"
+    from viewer.training.train import TrainConfig
+    assert TrainConfig(model="sat-soft", data="d", out="o").dev_split == "dev-select"
+
+
+def test_scst_with_ground_weight_is_refused_in_one_line(tmp_path):
+    code, out, err = run("train", "--model", "sat-soft", "--data", str(tmp_path / "no-data"), "--out",
+                         str(tmp_path / "run"), "--scst", "--ground-weight", "1", timeout=120)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: --scst does not use --ground-weight")
+    assert "Traceback" not in err + out and not os.path.exists(tmp_path / "run")
+
+
+def test_evaluate_records_that_it_looked_at_the_report_half(tiny_checkpoints, tiny_data, cache_dir, tmp_path):
+    """rocket.jpg is the tiny dev split's report half, chelsea.jpg its select half."""
+    from viewer.analysis.evaluate import report_half_seen
+    from viewer.training.datasets import load_dataset
+    data = load_dataset(tiny_data)
+    assert report_half_seen(data, "dev-select") == {"looked_at_report_half": False, "report_half_photos": 0}
+    assert report_half_seen(data, "dev") == {"looked_at_report_half": True, "report_half_photos": 1}
+    code, out, err = run("--checkpoints", tiny_checkpoints, "evaluate", "--model", "sat-soft", "--data", tiny_data,
+                         "--split", "dev-report", "--cache", cache_dir, "--json",
+                         "--captions-out", str(tmp_path / "c.json"))
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["split"] == "dev-report" and result["images"] == 1
+    assert result["looked_at_report_half"] is True and result["report_half_photos"] == 1

@@ -68,6 +68,35 @@ def test_a_word_that_depends_on_one_cell_drops_when_it_is_hidden_and_not_when_ra
     assert block["curve_levels"] == list(LEVELS) and len(block["curve_top"]) == len(LEVELS)
 
 
+def test_random_sets_have_the_top_sets_size_and_the_curve_hides_its_share_of_the_units(monkeypatch):
+    """What is hidden: the top half (here 2 cells), `draws` random sets of as many distinct unmasked
+    cells, and at each level of the curve round(level x units) cells, most attended first and random."""
+    import viewer.analysis.faithfulness as faithfulness
+    seen = []
+    real = faithfulness.forced_logprobs
+    monkeypatch.setattr(faithfulness, "forced_logprobs", lambda *a, **kw: (seen.extend(a[5]), real(*a, **kw))[1])
+    model, (feats, mask) = OneCellModel(), _inputs()
+    mask[0, 150:] = False                                       # 150 units the model may see
+    ids = [VOCAB.index["dog"], VOCAB.end]
+    attention = np.zeros((2, K))
+    attention[:, [5, 9, 20, 40]] = [0.2, 0.2, 0.2, 0.4]        # half the mass: 40, then 5 and 9 (stable order)
+    words = measure(model, VOCAB, feats, mask, [(0, ids)], [attention], draws=4, curve_draws=2)
+    top = top_half(attention[0, :150])
+    assert words[0].hidden == len(top) == 2 and top == [40, 5]
+    hidden = [p.hidden for p in seen]
+    assert hidden[0] == [] and hidden[1] == [40, 5]             # the word as seen, then its top half
+    randoms = hidden[2:6]
+    assert all(len(h) == 2 and len(set(h)) == 2 and max(h) < 150 for h in randoms), randoms
+    assert len({tuple(h) for h in randoms}) > 1                 # drawn, not one fixed set
+    curve = hidden[6:]                                          # level 0 hides nothing: no probe
+    sizes = [round(f * 150) for f in LEVELS if f > 0]
+    assert [len(h) for h in curve] == [n for n in sizes for _ in range(3)]
+    for i, n in enumerate(sizes):
+        most, *random_sets = curve[3 * i:3 * i + 3]
+        assert most[:4] == [40, 5, 9, 20] and max(most) < 150    # most attended first, never a masked unit
+        assert all(len(set(h)) == n and max(h) < 150 for h in random_sets)
+
+
 def test_a_word_that_comes_through_the_mean_feature_survives_hiding_from_the_attention_only():
     model, (feats, mask) = OneCellModel(through_mean=True), _inputs()
     ids = [VOCAB.index["dog"], VOCAB.end]
@@ -106,4 +135,65 @@ def test_cli_adds_the_drops_to_every_step_of_a_forced_caption(model):
     assert proc.returncode == 0, proc.stderr
     steps = json.loads(proc.stdout)["steps"]
     assert [s["word"] for s in steps][:2] == ["a", "cat"]
-    assert all(isinstance(s["drop_top"], float) and isinstance(s["drop_random"], float) for s in steps)
+    # the very numbers the library gives for that forced caption on that photo (seeded random sets)
+    from viewer.analysis.faithfulness import trace_faithfulness
+    from viewer.engine.images import load_photo
+    from viewer.engine.pipeline import Captioner
+    captioner, image = Captioner("cpu"), load_photo(photo)
+    trace = captioner.force([image], model, ["a cat is sitting on a table"])[0]
+    words = trace_faithfulness(captioner, image, model, trace, levels=())
+    assert [(s["drop_top"], s["drop_random"]) for s in steps] == [
+        (round(w.drop_top, 4), round(w.drop_random, 4)) for w in words]
+    assert max(s["drop_top"] for s in steps) > 0.01   # not all zero: hiding the top half costs some word
+
+
+def test_hiding_at_the_words_step_only_spares_what_came_through_the_earlier_steps_and_says_so():
+    ids = [VOCAB.index["dog"], VOCAB.end]
+    attention = np.full((2, K), 0.1 / (K - 1))
+    attention[:, DOG_CELL] = 0.9
+    feats, mask = _inputs()
+    by_attention = measure(OneCellModel(), VOCAB, feats, mask, [(0, ids)], [attention], levels=(), step_only=True)
+    by_mean = measure(OneCellModel(through_mean=True), VOCAB, feats, mask, [(0, ids)], [attention], levels=(),
+                      step_only=True)
+    assert by_attention[0].drop_top > 3.0          # the step's own reading loses the dog
+    assert abs(by_mean[0].drop_top) < 0.01         # the initial state (the past) still saw it
+    assert by_attention[0].hidden_for == "the word's step only"
+    whole = measure(OneCellModel(), VOCAB, feats, mask, [(0, ids)], [attention], levels=())
+    assert whole[0].hidden_for == "the whole caption"
+    block = faithfulness_block(by_attention)
+    assert block["hidden_for"] == ["the word's step only"] and "ratio" not in block
+    with pytest.raises(ValueError, match="one or the other"):
+        measure(OneCellModel(), VOCAB, feats, mask, [(0, ids)], [attention], levels=(), step_only=True, keep_mean=True)
+
+
+def test_cover_hides_the_units_over_a_hidden_one_with_it():
+    """A second copy of the dog (a context region over it, say) keeps the word alive unless it is
+    hidden with the dog's cell."""
+    feats, mask = _inputs()
+    feats[0, 100, 0] = 1.0                           # the dog seen again by unit 100
+    ids = [VOCAB.index["dog"], VOCAB.end]
+    attention = np.full((2, K), 0.1 / (K - 1))
+    attention[:, DOG_CELL] = 0.9
+
+    class TwoPlaces(OneCellModel):   # says "dog" from DOG_CELL, or from unit 100 when that is hidden
+        def forward_step(self, state, words):
+            step, state = super().forward_step(state, words)
+            moved = ~state["mask"][:, DOG_CELL] & state["mask"][:, 100]
+            step.logits[moved, VOCAB.index["dog"]] = 12.0
+            return step, state
+
+    alone = measure(TwoPlaces(), VOCAB, feats, mask, [(0, ids)], [attention], levels=())
+    covered = measure(TwoPlaces(), VOCAB, feats, mask, [(0, ids)], [attention], levels=(), cover=[{DOG_CELL: [100]}])
+    assert abs(alone[0].drop_top) < 0.01 and covered[0].drop_top > 3.0
+    assert alone[0].hidden_total == 1 and covered[0].hidden_total == 2
+
+
+def test_context_cover_lists_the_context_regions_overlapping_each_detection():
+    from viewer.analysis.faithfulness import context_cover
+    from viewer.engine.vision.boxes import CONTEXT, Regions
+    boxes = np.array([[0.1, 0.1, 0.3, 0.3], [0.6, 0.1, 0.9, 0.9], *CONTEXT.values()], np.float32)
+    labels = ["dog", "person", *CONTEXT]
+    cover = context_cover(Regions(boxes, labels, np.ones(len(labels))))
+    names = {i: [labels[c] for c in cs] for i, cs in cover.items()}
+    assert names == {0: ["whole image", "quarter top left"],
+                     1: ["whole image", "quarter top right", "quarter bottom right"]}

@@ -3,7 +3,7 @@ its training targets, and hard attention's self-critical cell sampling."""
 import numpy as np
 import torch
 
-from viewer.analysis.grounding import (Caption, corpus_grounding, detector_recall, entropy, grid_units, ground_words,
+from viewer.analysis.grounding import (Caption, grounding_summary, detector_recall, entropy, grid_units, ground_words,
                               grounding_block, inside_fractions, named_classes, word_class)
 from viewer.engine.models import build_model
 from viewer.engine.models.base import AttentionTargets
@@ -30,14 +30,14 @@ def test_grid_grounding_numbers_on_known_maps():
     assert items[2].inside < 0.5 and not items[2].hit          # the peak is on the right half
     assert items[3].inside is None and items[3].hit is None    # no cat was detected
     entropies = [entropy(_grid(spread)), entropy(_grid(left))]
-    block = corpus_grounding(items, entropies, [np.log(196)] * 2)
+    block = grounding_summary(items, entropies, [np.log(196)] * 2)
     assert block["object_words"] == 4 and block["detected"] == 3
     assert np.isclose(block["pointing"], round(2 / 3, 4)) and np.isclose(block["box_area"], 0.5)
     assert block["pointing_centre_baseline"] == 1.0                 # the box's right edge is the centre line
     assert block["pointing_off_centre"] is None                     # no word's box misses the centre
     off = ground_words(["dog"], attention[1:2], grid_units(196),
                        Regions(np.array([[0, 0, 0.4, 1.0]], np.float32), ["dog"], np.ones(1, np.float32)))
-    assert corpus_grounding(off, [], [])["pointing_off_centre"] == 1.0   # left-half map, box off the centre
+    assert grounding_summary(off, [], [])["pointing_off_centre"] == 1.0   # left-half map, box off the centre
     assert np.isclose(block["mass_in_box"], round((1.0 + 0.5 + items[2].inside) / 3, 4))
     assert np.isclose(block["entropy_uniform"], round(np.log(196), 4))
     assert np.isclose(block["entropy"], round((np.log(196) + np.log(98)) / 2, 4))
@@ -120,11 +120,61 @@ def test_training_targets_follow_the_cached_boxes_of_the_named_class(tiny_corpus
     t = [vocab.words[w] for w in tokens[row, 1:].tolist()].index("cat")
     assert batch.valid[t, row]
     boxes = regions.boxes[np.array(regions.labels) == "cat"]
-    assert np.allclose(batch.inside[t, row].numpy(), inside_fractions(grid_units(196), boxes), atol=1e-6)
+    exact = _covered(grid_units(196), boxes)     # independent of inside_fractions: fine point sampling
+    got = batch.inside[t, row].numpy()
+    assert (exact > 0).any() and (exact == 0).any()
+    assert np.all(got[exact == 1.0] == 1.0)                        # cells wholly in the box count fully
+    assert np.all(got[_covered(grid_units(196), boxes + [-1 / 112, -1 / 112, 1 / 112, 1 / 112]) == 0] == 0)
+    assert np.abs(got - exact).max() <= 0.13                       # the 1/112 raster's rounding, at the edges
+    assert np.isclose(got.mean(), exact.mean(), atol=0.02)         # cells are equal: the mean is the box's area
     assert not batch.valid[0, row]                                   # "a" names nothing
     assert int(batch.valid.sum()) == sum(
         1 for n, j in enumerate(image_index.tolist()) for w in tokens[n, 1:].tolist()
         if targets.token_class.get(w) in set(cache.regions(paths[j]).labels))
+
+
+def _covered(units: np.ndarray, boxes: np.ndarray, n: int = 40) -> np.ndarray:
+    """(K,) the share of each unit's area inside the union of `boxes`, by n x n points per unit."""
+    out = []
+    for x1, y1, x2, y2 in np.asarray(units, np.float64):
+        xs, ys = np.meshgrid(x1 + (np.arange(n) + 0.5) * (x2 - x1) / n, y1 + (np.arange(n) + 0.5) * (y2 - y1) / n)
+        hit = np.zeros(xs.shape, bool)
+        for b in np.asarray(boxes, np.float64).reshape(-1, 4):
+            hit |= (b[0] <= xs) & (xs <= b[2]) & (b[1] <= ys) & (ys <= b[3])
+        out.append(hit.mean())
+    return np.array(out)
+
+
+def test_training_targets_for_region_models_are_over_each_photos_regions(tiny_corpus):
+    """Region models (Up-Down) are supervised over the photo's own regions: the cat's detection is
+    wholly inside the cat's boxes, the whole-image region holds the boxes' area, and the columns past
+    a photo's last region (batches pad to the longest region list) stay 0."""
+    from viewer.training.train import GroundingTargets, make_batch
+
+    paths, cache, vocab, encoded = tiny_corpus
+    targets = GroundingTargets(paths, cache, "regions", vocab, weight=1.0)
+    tokens, image_index = make_batch(paths, encoded, "cpu")
+    k = max(len(cache.regions(p).labels) for p in paths) + 3
+    batch = targets.batch(paths, tokens, image_index, k)
+    assert batch.inside.shape == (tokens.shape[1] - 1, len(tokens), k)
+    cat = paths.index(next(p for p in paths if p.endswith("chelsea.jpg")))
+    regions = cache.regions(paths[cat])
+    labels = np.array(regions.labels)
+    boxes = regions.boxes[labels == "cat"]
+    row = int((image_index == cat).nonzero()[0])
+    t = [vocab.words[w] for w in tokens[row, 1:].tolist()].index("cat")
+    assert batch.valid[t, row]
+    got = batch.inside[t, row].numpy()
+    n = len(regions.labels)
+    assert np.all(got[n:] == 0)                                     # padding regions weigh nothing
+    exact = _covered(regions.boxes, boxes)
+    assert np.abs(got[:n] - exact).max() <= 0.05
+    assert np.all(got[:n][labels == "cat"] == 1.0)                  # the cat's own detection
+    whole = regions.labels.index("whole image")
+    assert np.isclose(got[whole], exact[whole], atol=0.02) and 0.05 < got[whole] < 0.95
+    # not the grid targets: K is the photo's regions, not 196 cells
+    grid = GroundingTargets(paths, cache, "grid", vocab, weight=1.0).batch(paths, tokens, image_index, 196)
+    assert grid.inside.shape[-1] == 196 and got[:n].shape != grid.inside[t, row].shape
 
 
 def test_scst_samples_of_one_image_attend_different_cells():

@@ -1,5 +1,5 @@
 """Lecture mode: `launch.py --lecture` or the Lecture toggle; big caption, the view filling the screen,
-advanced panels folded away, and keys for a lecturer (space, arrows, 1-3, F, Escape).
+advanced panels folded away, and keys for a lecturer (space, arrows, 1-4, F, Escape).
 
 The browser tests need Debian's chromium, like tests/test_app.py. Set LECTURE_SCREENSHOTS=DIR to keep
 the screenshots (the README's assets/lecture-*.png are made that way, on the shipped models).
@@ -11,7 +11,9 @@ import os
 import pytest
 
 from viewer.app import parser
+from viewer.app import MODEL_KEYS
 from viewer.app import session as S
+from viewer.app import panels as P
 
 from conftest import ASSETS
 from test_app import _browser
@@ -21,11 +23,16 @@ SIZES = [(1920, 1080), (1280, 720)]
 
 def test_the_flag_and_the_helpers():
     assert parser().parse_args(["--lecture"]).lecture and not parser().parse_args([]).lecture
-    models = ["sat-soft", "sat-hard", "updown"]
-    assert [S.model_for_key(models, k) for k in (1, 2, 3)] == models
-    with pytest.raises(ValueError, match="no model 3"):
-        S.model_for_key(models[:2], 3)
-    line = S.lecture_line("<sat-hard>")
+    assert MODEL_KEYS == (1, 2, 3, 4)                       # one key per shipped model
+    models = ["sat-soft", "sat-hard", "updown", "transformer"]
+    assert [S.model_for_key(models, k) for k in MODEL_KEYS] == models
+    for k in MODEL_KEYS:                                     # a key past the list names no model
+        with pytest.raises(ValueError, match=f"no model {k}"):
+            S.model_for_key(models[:k - 1], k)
+    with pytest.raises(ValueError, match="no model 5"):
+        S.model_for_key(models, 5)
+    assert "1-4 model" in P.LECTURE_KEYS
+    line = P.lecture_line("<sat-hard>")
     assert "&lt;sat-hard&gt;" in line and "Esc" in line
 
 
@@ -42,7 +49,9 @@ def lecture_server(tiny_checkpoints):
 
 FONT = "parseFloat(getComputedStyle(document.querySelector('#caption .token')).fontSize)"
 LECTURE = "() => document.body.classList.contains('lecture')"
-SELECTED = "() => [...document.querySelectorAll('#caption .token')].findIndex(t => t.classList.contains('highlighted'))"
+# the selected word: amber (the other labels, guessed / said not seen, have their own colours)
+SELECTED = ("() => [...document.querySelectorAll('#caption .token')].findIndex(t => t.classList.contains('highlighted')"
+            " && t.style.backgroundColor.startsWith('rgba(245, 158, 11'))")
 VIEW_BOX = """() => {   // the picture as drawn: the <img> box, less object-fit's margins
   const i = document.querySelector('#view img');
   if (!i || !i.complete || !i.naturalWidth) return null;

@@ -71,9 +71,19 @@ def test_launch_options_reach_the_apps_parser(monkeypatch):
     assert exit_.value.code == 2
 
 
-def test_the_dispatcher_knows_every_command():
-    source = open(os.path.join(ROOT, "viewer", "__main__.py")).read()
-    assert set(cli.SUBCOMMANDS) == set(re.findall(r'sub\.add_parser\(\s*"([\w-]+)"', source))
+def test_the_dispatcher_knows_every_command(capsys):
+    """Every command `python -m viewer` accepts is dispatched by `attention-viewer`, and no other word."""
+    with pytest.raises(SystemExit) as exit_:
+        cli_main.main(["--help"])
+    assert exit_.value.code == 0
+    listed = re.search(r"\{([\w,-]+)\}", capsys.readouterr().out).group(1).split(",")   # argparse's own choices
+    assert set(cli.SUBCOMMANDS) == set(listed)
+    for name in listed:
+        assert cli.is_command([name]) and cli.is_command(["--device", "cpu", name])
+        with pytest.raises(SystemExit) as exit_:
+            cli.main([name, "--help"])              # reaches the command's own parser
+        assert exit_.value.code == 0 and f"usage: python -m viewer {name}" in capsys.readouterr().out
+    assert not cli.is_command(["no-such-command"])
 
 
 def test_paths_in_a_checkout():

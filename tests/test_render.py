@@ -176,13 +176,37 @@ def test_view_of_word_t_is_word_t_map():
 
 
 def test_coverage_for_grid_and_region_traces():
-    out = render_coverage(RGB, _trace(), 1)
+    """Coverage at word t is the attention summed over words 0..t: brighter where more was summed."""
+    def light(out, r, c):       # mean brightness around the centre of grid cell (r, c) of the 451x300 photo
+        x, y = int((c + 0.5) * 451 / 14), int((r + 0.5) * 300 / 14)
+        return out[y - 3:y + 4, x - 3:x + 4].astype(float).mean()
+
+    cells = {"A": (2, 2), "B": (10, 10), "C": (2, 10), "D": (7, 5)}
+    maps = [{"A": 0.7, "B": 0.3}, {"B": 0.6, "C": 0.4}, {"D": 1.0}]
+    steps = []
+    for w, m in zip(["a", "cat", "<end>"], maps):
+        a = np.zeros((14, 14), np.float32)
+        for name, v in m.items():
+            a[cells[name]] = v
+        steps.append(TraceStep(w, -1, -0.3, a.ravel(), []))
+    trace = AttentionTrace("t", "grid", steps, 451, 300)
+    assert np.allclose(trace.coverage(1), steps[0].attention + steps[1].attention)
+    assert np.allclose(trace.coverage(2).sum(), 3.0)
+    out = render_coverage(RGB, trace, 1)
     assert out.shape == RGB.shape
-    steps = [TraceStep(w, -1, -0.3, np.array(a, np.float32), []) for w, a in [("a", [0.9, 0.1]), ("dog", [0.2, 0.8])]]
+    b, a, c, d = (light(out, *cells[k]) for k in "BACD")    # summed: B 0.9 > A 0.7 > C 0.4 > D 0 (word 2 not yet)
+    assert b > a > c > d + 10, (b, a, c, d)
+    steps = [TraceStep(w, -1, -0.3, np.array(a, np.float32), [])
+             for w, a in [("a", [0.9, 0.1]), ("dog", [0.4, 0.6]), ("runs", [0.0, 1.0])]]
     regions = AttentionTrace("r", "regions", steps, 451, 300, region_boxes=np.array([[0, 0, .5, .5], [.5, .5, 1, 1]]),
                              region_labels=["dog", "cat"], region_scores=np.array([0.9, 0.8]))
-    out = render_coverage(RGB, regions, 1)
-    assert out[40, 300].sum() != out[250, 400].sum() and out.shape == RGB.shape
+    assert np.allclose(regions.coverage(1), [1.3, 0.7])
+    out = render_coverage(RGB, regions, 1)      # top-left region 1.3 > bottom-right 0.7 (word 1 alone: the reverse)
+    assert out.shape == RGB.shape
+    top_left, bottom_right = out[40:110, 150:210].astype(float).mean(), out[190:260, 260:420].astype(float).mean()
+    assert top_left > bottom_right + 10, (top_left, bottom_right)
+    out = render_coverage(RGB, regions, 2)      # 1.3 < 1.7 once word 2 is summed in
+    assert out[40:110, 150:210].astype(float).mean() + 10 < out[190:260, 260:420].astype(float).mean()
 
 
 def test_strip_tiles_carry_bars_and_the_figure_has_a_row_per_model():

@@ -66,11 +66,28 @@ def test_any_model_attends_exactly_the_steered_map_at_that_step_only(name):
         assert torch.equal(b.attention[T], m)                                  # the map it was given...
         assert not torch.allclose(a.top_logprobs[T], b.top_logprobs[T], atol=1e-6)   # ...changed what it says
         assert b.attention[T + 1].max() < 0.9                                 # and the next step is its own again
-        if b.heads is not None:              # the shown (last) layer's heads all move to a one-hot map
-            assert torch.allclose(b.heads[T][-1], m.expand_as(b.heads[T][-1]))
-            assert torch.equal(b.heads[T][:-1], a.heads[T][:-1])                  # the layers below are untouched
+        if b.heads is not None:              # every layer's and head's weights are the map
+            assert torch.equal(b.heads[T], m.expand_as(b.heads[T]))
+            assert torch.equal(b.heads[:T], a.heads[:T])
         if b.sample is not None:                                              # hard attention: exactly that cell
             assert int(b.sample[T]) == unit
+
+
+def test_a_transformer_with_peaky_heads_shows_exactly_the_steered_map_in_every_layer_and_head():
+    """Heads as peaky as the shipped model's (query weights scaled up): reweighting the heads towards
+    the map missed it by 2-30% there; replacing them hits it."""
+    model, feats, mask, prefixes = _untrained("transformer", layers=3, heads=8)
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.cross_attn.query.weight.mul_(400.0)
+    plain = [h[0] for h in decode(model, feats, mask, FORCED, VOCAB, prefixes)]
+    assert float(plain[0].heads[T].max(-1).values.mean()) > 0.5        # peaky: most heads put > half on one cell
+    rng = np.random.default_rng(0)
+    maps = torch.tensor(rng.dirichlet(np.full(mask.shape[1], 0.3), 2), dtype=torch.float32)
+    steered = [h[0] for h in decode(model, feats, mask, FORCED, VOCAB, prefixes, steer=(T, maps))]
+    for b, m in zip(steered, maps):
+        assert torch.allclose(b.attention[T], m, atol=1e-5)
+        assert torch.allclose(b.heads[T], m.expand_as(b.heads[T]), atol=1e-5)
 
 
 def test_decode_refuses_a_map_of_the_wrong_size():
@@ -96,7 +113,9 @@ def test_steer_maps():
 
 # --- the experiment on the tiny trained models --------------------------------------------------
 
-@pytest.mark.parametrize("model", MODEL_TYPES)
+# (not the transformer: steering replaces every layer's and head's weights by the map, so with
+# several heads its own summary map is not what it used; one layer of one head is tested above)
+@pytest.mark.parametrize("model", [m for m in MODEL_TYPES if m != "transformer"])
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
 def test_steering_with_its_own_attention_gives_the_same_words_and_probabilities(captioner, photo, model, strategy):
     settings = DecodeSettings(strategy=strategy)
@@ -157,16 +176,17 @@ def test_bad_steering_requests(captioner, photo):
 
 def test_steering_panel_shows_both_distributions_escaped(captioner, photo):
     from viewer.app import session as S
+    from viewer.app import panels as P
     studio = S.Studio(captioner)
     ex = studio.explore(photo, "sat-soft", DecodeSettings(strategy="greedy"))
     ex.step = ex.n_steps - 1                        # "<end>": must come out escaped
-    page, result = S.steering(studio, ex, 0, 0)
+    page, result = P.steering(studio, ex, 0, 0)
     assert "Where the model looked" in page and "Where you steered it" in page and "(row 0, col 0)" in page
     assert "&lt;end&gt;" in page and "<end>" not in page
     assert result.trace.steps[ex.step].steered and result.attention.reshape(GRID, GRID).argmax() == 0
     regions = studio.explore(photo, "updown", DecodeSettings(strategy="greedy"))
     h, w = photo.rgb.shape[:2]
-    page, result = S.steering(studio, regions, w / 2, h / 2)
+    page, result = P.steering(studio, regions, w / 2, h / 2)
     assert result.attention[S.unit_at(regions, w / 2, h / 2)] == 1.0 and "region " in page
 
 

@@ -38,7 +38,7 @@ def test_early_stopping_can_score_the_select_half_only():
 
     dev = [f"/d/images/{i}.jpg" for i in range(40)]
     data = CaptionSet("/d", splits={"train": [], "dev": dev})
-    cfg = TrainConfig(model="sat-soft", data="/d", out="/tmp/unused", dev_images=5)
+    cfg = TrainConfig(model="sat-soft", data="/d", out="/tmp/unused", dev_images=5, dev_split="dev")
     assert scored_dev_photos(data, cfg) == dev[:5]
     cfg.dev_split = "dev-select"
     chosen = scored_dev_photos(data, cfg)
@@ -46,6 +46,26 @@ def test_early_stopping_can_score_the_select_half_only():
     assert chosen == [p for p in dev if half_of(p) == "select"][:5]
     cfg.dev_images = 0
     assert {half_of(p) for p in scored_dev_photos(data, cfg)} == {"select"}
+
+
+def test_training_scores_only_the_chosen_dev_photos_after_each_epoch(tiny_data, cache_dir, tmp_path, monkeypatch):
+    """`train` early-stops on `scored_dev_photos`, not on the whole dev split (tiny dev: chelsea, rocket)."""
+    import viewer.training.train as T
+
+    class Scored(Exception):
+        pass
+
+    def spy(loaded, data, split, *a, **kw):
+        raise Scored(data.split(split))
+
+    monkeypatch.setattr(T, "evaluate_split", spy)
+    cfg = T.TrainConfig(model="sat-soft", data=tiny_data, out=str(tmp_path / "run"), epochs=1, batch_images=6,
+                        min_freq=1, cache=cache_dir, dev_images=1, dev_split="dev",
+                        hparams={"hidden_dim": 16, "embed_dim": 8, "att_dim": 8, "proj_dim": 16, "dropout": 0.0})
+    with pytest.raises(Scored) as scored:
+        T.train(cfg, log=lambda *a: None)
+    dev = load_dataset(tiny_data).split("dev")
+    assert len(dev) == 2 and scored.value.args[0] == dev[:1] == T.scored_dev_photos(load_dataset(tiny_data), cfg)
 
 
 def test_metrics_match_pycocoevalcap_called_directly():
@@ -162,10 +182,58 @@ def test_evaluation_reports_grounding_on_own_and_forced_reference_words(tiny_che
     assert "proxy" in block["boxes"] and block["detector_recall"] == 1.0   # the cat is named and found
     forced = block["references_forced"]
     assert forced["object_words"] == 3 and forced["detected"] == 3          # "cat" in each of chelsea's captions
-    assert 0.0 <= forced["mass_in_box"] <= 1.0
-    assert np.isclose(forced["pointing"] * 3, round(forced["pointing"] * 3), atol=1e-3)   # hits out of 3 words
-    assert 0.0 < forced["entropy"] <= forced["entropy_uniform"] + 1e-6
-    assert 0.0 < forced["box_area"] < 1.0
+    # the same numbers computed here from the forced attention, without the grounding module
+    want = _forced_grounding_by_hand(loaded, data, FeatureCache(cache_dir))
+    assert forced["pointing"] == round(want["hits"] / 3, 4)
+    assert np.isclose(forced["mass_in_box"], want["mass"], atol=0.03)     # fine sampling vs the 1/112 raster
+    assert np.isclose(forced["box_area"], want["area"], atol=0.02)
+    assert np.isclose(forced["entropy"], want["entropy"], atol=1e-4)
+    assert np.isclose(forced["entropy_uniform"], want["uniform"], atol=1e-4)
+    assert forced["entropy"] < forced["entropy_uniform"]
+
+
+def _share_inside(units: np.ndarray, boxes: np.ndarray, n: int = 40) -> np.ndarray:
+    """(K,) the share of each unit's area inside the union of `boxes`, by n x n sample points."""
+    out = []
+    for x1, y1, x2, y2 in np.asarray(units, np.float64):
+        xs, ys = np.meshgrid(x1 + (np.arange(n) + 0.5) * (x2 - x1) / n, y1 + (np.arange(n) + 0.5) * (y2 - y1) / n)
+        out.append(np.any([(b[0] <= xs) & (xs <= b[2]) & (b[1] <= ys) & (ys <= b[3]) for b in boxes], 0).mean())
+    return np.array(out)
+
+
+def _forced_grounding_by_hand(loaded, data, cache) -> dict:
+    """Force every dev reference through the model; for chelsea's "cat": pointing hits, mass in the
+    cat boxes, their area; the mean entropy of all emitted words and of uniform attention."""
+    from viewer.engine.decoding import DecodeSettings
+    from viewer.engine.images import cell_boxes
+    from viewer.analysis.evaluate import generate
+
+    hits, mass, entropies, uniform, area = 0, [], [], [], None
+    for path in data.split("dev"):
+        item = cache.load(path)
+        refs = [loaded.vocab.encode(r) + [loaded.vocab.end] for r in data.captions[path]]
+        hyps = generate(loaded, [item] * len(refs), list(range(len(refs))), DecodeSettings(strategy="forced"),
+                        prefixes=refs)
+        units = cell_boxes(1, 1, 14) if loaded.attends_to == "grid" else np.asarray(item.regions.boxes, np.float64)
+        boxes = item.regions.boxes[np.array(item.regions.labels) == "cat"]
+        for ids, hyp in zip(refs, hyps.values()):
+            attention = hyp.attention.double().numpy()[:, :len(units)]
+            words = loaded.vocab.decode(ids)
+            for t, word in enumerate(words):
+                if word == "<end>":
+                    continue
+                a = attention[t]
+                entropies.append(-(a[a > 0] * np.log(a[a > 0])).sum())
+                uniform.append(np.log(len(units)))
+                if word == "cat":
+                    x1, y1, x2, y2 = units[int(np.argmax(a))]
+                    cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+                    hits += any(b[0] <= cx <= b[2] and b[1] <= cy <= b[3] for b in boxes)
+                    mass.append(float((a * _share_inside(units, boxes)).sum()))
+                    area = float(_share_inside(np.array([[0.0, 0.0, 1.0, 1.0]]), boxes, 400)[0])
+    assert len(mass) == 3
+    return {"hits": hits, "mass": float(np.mean(mass)), "area": area, "entropy": float(np.mean(entropies)),
+            "uniform": float(np.mean(uniform))}
 
 
 def test_scst_reward_is_pycocoevalcap_cider_and_fine_tuning_raises_it(tiny_data, cache_dir, tmp_path):

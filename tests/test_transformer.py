@@ -1,4 +1,6 @@
 """The Transformer captioner: cached incremental decoding, every head recorded, shown and scored."""
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -68,6 +70,13 @@ def test_the_app_shows_the_picked_head(studio_transformer, photo):
     assert np.array_equal(S.overlay(ex, S.Style()), render_heatmap(ex.display, ex.trace.grid(1)))
     panel = S.all_heads(ex, S.Style())
     assert panel.shape[0] > 2 * 60 and panel.shape[1] > 4 * 100
+    # one tile per head: changing one head changes the panel inside one tile only
+    changed = copy.deepcopy(ex.trace)
+    changed.steps[1].heads[1, 2] = np.roll(changed.steps[1].heads[1, 2], 97)
+    other = S.all_heads(S.Exploration(ex.photo, ex.model, ex.settings, [changed], step=1, display=ex.display),
+                        S.Style())
+    rows, cols = np.nonzero(np.abs(panel.astype(int) - other.astype(int)).sum(-1) > 30)
+    assert len(rows) and cols.max() - cols.min() < panel.shape[1] / 4 and rows.max() - rows.min() < panel.shape[0] / 2
 
 
 def test_per_head_grounding(tiny_data, tiny_corpus, tiny_checkpoints):
@@ -81,6 +90,8 @@ def test_per_head_grounding(tiny_data, tiny_corpus, tiny_checkpoints):
     heads = metrics["grounding"]["heads_forced"]
     assert list(heads)[:2] == ["layer 1 head 1", "layer 1 head 2"] and len(heads) == 8
     assert all(set(h) == {"mass_in_box", "pointing", "pointing_off_centre", "entropy"} for h in heads.values())
+    # each head is measured on its own map: the heads of a trained model do not all look alike
+    assert len({h["entropy"] for h in heads.values()}) > 1 and len({h["mass_in_box"] for h in heads.values()}) > 1
 
 
 @pytest.fixture(scope="module")

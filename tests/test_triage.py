@@ -34,6 +34,26 @@ def test_triage_end_to_end(captioner, tiny_data, tmp_path):
     assert all(r["grounding"] is None or 0.0 <= r["grounding"] <= 1.0 for r in rows if "caption" in r)
 
 
+def test_triage_sorts_by_how_much_the_object_words_were_seen(captioner, tiny_data, monkeypatch):
+    import numpy as np
+    from viewer.analysis import triage as T
+    data = load_dataset(tiny_data)
+    paths = data.split("train")
+    rows = triage(captioner, "sat-soft", paths, log=lambda *a: None)
+    photo = T.load_photo(paths[0])
+    trace = captioner.caption([photo], "sat-soft", T.DecodeSettings())[0][0]
+    dependence = T.visual_dependence(T.Pipeline(captioner, photo, "sat-soft", trace.caption))
+    objects = [d for s, d in zip(trace.steps, dependence) if T.word_class(s.word)]
+    first = next(r for r in rows if r["image"] == paths[0])
+    assert first["seen"] == (round(float(min(objects)), 4) if objects else None)
+    seen = [r["seen"] for r in rank(rows, "seen") if r.get("seen") is not None]
+    assert seen == sorted(seen) and len(seen) >= 1
+    # an object word whose log-prob barely moves when the photo is blurred away is "said, not seen"
+    monkeypatch.setattr(T, "visual_dependence", lambda pipe: np.zeros(pipe.steps))
+    flagged = triage(captioner, "sat-soft", paths, log=lambda *a: None)
+    assert any(r["said_not_seen"] for r in flagged) and all(r["seen"] in (None, 0.0) for r in flagged)
+
+
 def test_the_app_lists_and_reads_triage_runs_by_name_only(captioner, tiny_data, tmp_path):
     import pytest
     from viewer.app.session import Studio

@@ -60,9 +60,11 @@ def cmd_caption(args) -> int:
     from .engine.pipeline import Captioner
     from .analysis.faithfulness import trace_faithfulness
     from .analysis.steer import steer, steer_map
+    from .analysis.pixel_faithfulness import step_explanations
 
-    if args.faithfulness and not args.json:
-        raise ValueError("--faithfulness adds to the JSON trace: use it with --json")
+    if (args.faithfulness or args.explain) and not args.json:
+        raise ValueError("--faithfulness and --explain add to the JSON trace: use them with --json")
+    methods = _methods(args.explain)
     captioner = Captioner(args.device, checkpoint_dir=args.checkpoints, feature_files=args.features)
     lm = captioner.model(args.model)   # fail early on a bad model or steering spec, before reading photos
     steering = None if args.steer is None else _steer_spec(args.steer, lm.attends_to)
@@ -89,6 +91,10 @@ def cmd_caption(args) -> int:
             if args.faithfulness:
                 for step, word in zip(obj["steps"], trace_faithfulness(captioner, photo, args.model, shown, levels=())):
                     step.update(drop_top=round(word.drop_top, 4), drop_random=round(word.drop_random, 4))
+            if methods:
+                for step, more in zip(obj["steps"], step_explanations(captioner, photo, args.model, shown.caption,
+                                                                      methods)):
+                    step.update(more)
             print(json.dumps(obj))
             continue
         score = f"  (log p = {sum(s.logprob for s in trace.steps):.2f})" if args.force is not None else ""
@@ -111,6 +117,16 @@ MODEL_COLUMNS = [   # (heading, where in the dev metrics); grounding and faithfu
     ("drop top", ("grounding", "faithfulness", "drop_top")),
     ("random", ("grounding", "faithfulness", "drop_random")),
 ]
+
+
+def _methods(text: str | None) -> tuple[str, ...]:
+    """--explain occlusion,gradcam -> ("occlusion", "gradcam"), refusing unknown names."""
+    from .analysis.explain import METHODS
+    methods = tuple(m.strip() for m in (text or "").split(",") if m.strip())
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"--explain: unknown method {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+    return methods
 
 
 def _dig(d: dict, keys: tuple):
@@ -201,9 +217,13 @@ def cmd_evaluate(args) -> int:
     from .training.cache import FeatureCache
     from .training.datasets import load_dataset
     from .engine.decoding import DecodeSettings
-    from .analysis.evaluate import evaluate_photos, evaluate_split, write_captions
+    from .analysis.evaluate import evaluate_photos, evaluate_split, report_half_seen, write_captions
     from .engine.pipeline import Captioner
 
+    if args.boxes:
+        return _evaluate_boxes(args)
+    if not args.data:
+        raise ValueError("evaluate needs --data (a dataset split) or --boxes (your own boxed photos)")
     captioner = Captioner(args.device, checkpoint_dir=args.checkpoints, feature_files=args.features)
     loaded = captioner.model(args.model)
     if loaded.imported and args.ship:
@@ -214,6 +234,9 @@ def cmd_evaluate(args) -> int:
                 if tensor.is_floating_point():
                     tensor.copy_(tensor.half())
     data = load_dataset(args.data)
+    methods = _methods(args.explain)
+    if methods and loaded.imported:
+        raise ValueError(f"{loaded.name} is an imported model: --explain needs this viewer's encoder grid")
     settings = DecodeSettings(strategy="beam", beam_size=args.beam, max_len=args.max_len)
     if loaded.imported:   # its own encoder or precomputed features: from the photos, through the pipeline
         metrics, captions = evaluate_photos(captioner, args.model, data, args.split, settings)
@@ -221,18 +244,33 @@ def cmd_evaluate(args) -> int:
         metrics, captions = evaluate_split(loaded, data, args.split, FeatureCache(args.cache), settings,
                                            device=captioner.device, vision=captioner.vision, heads=args.heads,
                                            faithfulness=args.faithfulness)
+    explain_block = None
+    if methods:   # per-word explanation methods on the split's first photos (issue 27)
+        from .analysis.explain_eval import explain_report
+        paths = data.split(args.split)
+        cache = FeatureCache(args.cache)
+        explain_block = explain_report(captioner, args.model, data, paths, methods,
+                                       regions=[cache.load(p).regions for p in paths[:args.explain_photos or None]],
+                                       photos=args.explain_photos, sanity=args.explain_sanity,
+                                       references=args.explain_references,
+                                       log=lambda m: print(m, file=sys.stderr, flush=True))
     out = args.captions_out or f"captions_{loaded.name}_{args.split}.json"
     write_captions(out, captions)
+    seen = report_half_seen(data, args.split)   # held-out photos this evaluation looked at
     if args.ship:
         from .engine.checkpoints import named_path, ship
         target = named_path(args.ship, args.checkpoints)
         ship(loaded, target, args.ship, {"dev_metrics": metrics,
-                                        "dev_settings": {"split": args.split, "beam": args.beam, "images": len(captions)}})
-    result = {"model": loaded.name, "split": args.split, "images": len(captions), "beam": args.beam, **metrics,
+                                        "dev_settings": {"split": args.split, "beam": args.beam, "images": len(captions),
+                                                         **seen}})
+    result = {"model": loaded.name, "split": args.split, **seen, "images": len(captions), "beam": args.beam, **metrics,
               "captions_file": out}
+    if explain_block is not None:
+        result["explain"] = explain_block
     if args.json:
         print(json.dumps(result))
         return 0
+    explained = result.pop("explain", None)
     grounding = result.pop("grounding")
     for k, v in result.items():
         print(f"{k:14s} {v}")
@@ -243,6 +281,27 @@ def cmd_evaluate(args) -> int:
                                    else str(block)))
     for which, block in heads.items():
         print(f"  forced, {which:18s} " + "  ".join(f"{k} {v}" for k, v in block.items()))
+    if explained is not None:
+        from .analysis.explain_eval import explain_table
+        print(explain_table(explained))
+    return 0
+
+
+def _evaluate_boxes(args) -> int:
+    """evaluate --boxes FILE.json: grounding of each method's maps against the user's own boxes."""
+    from .analysis.user_boxes import evaluate_user_boxes, load_box_file
+    from .engine.pipeline import Captioner
+    load_box_file(args.boxes)   # a bad file fails here, before any model loads
+    captioner = Captioner(args.device, checkpoint_dir=args.checkpoints, feature_files=args.features)
+    result = evaluate_user_boxes(captioner, args.model, args.boxes, ("attention", *_methods(args.explain)))
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{result['model']}: {result['boxed_words']} boxed words on {result['photos']} photos ({args.boxes})")
+    for method, g in result["grounding"].items():
+        print(f"  {method:10s} pointing {g['pointing']} {g['pointing_ci']} (centre {g['pointing_centre_baseline']}), "
+              f"off-centre {g['pointing_off_centre']} ({g['off_centre_words']} words), mass in box {g['mass_in_box']} "
+              f"(uniform {g['mass_uniform_baseline']})")
     return 0
 
 
@@ -285,7 +344,7 @@ def cmd_bench(args) -> int:
     models = args.models or [name for name, path in available(args.checkpoints).items()
                              if not stored_vision_spec(read_meta(path)).brings_own_features]
     result = bench.run(models, paths, args.device, repeats=args.repeats, beam=args.beam,
-                       checkpoint_dir=args.checkpoints)
+                       checkpoint_dir=args.checkpoints, explain=args.explain)
     if args.startup:
         result["startup"] = bench.startup(args.checkpoints)
     print(json.dumps(result, indent=1) if args.json else bench.table(result))
@@ -297,13 +356,7 @@ def _device(args):
     return pick_device(args.device)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m viewer", description="Caption photos and inspect attention.")
-    parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
-    parser.add_argument("--checkpoints", help="folder of named models (default: checkpoints/; installed: the "
-                                              "shipped models, then ./checkpoints)")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _caption_parser(sub) -> None:
     p = sub.add_parser("caption", help="caption photos")
     p.add_argument("images", nargs="+")
     p.add_argument("--model", default="sat-soft", help="model name or checkpoint path")
@@ -324,12 +377,19 @@ def main(argv=None) -> int:
     p.add_argument("--faithfulness", action="store_true",
                    help="with --json: every step gets drop_top / drop_random, the drop of its word's log-probability "
                         "(nats) when the units holding the top half of its attention, or as many random ones, are hidden")
+    p.add_argument("--explain", metavar="METHODS", help="with --json: every step gets 'explain' {method: 14x14 map} "
+                   "for these methods (attention, occlusion, gradcam, relevancy; comma-separated) with each map's "
+                   "pixel-space deletion AUC and ROAD score and the word's visual dependence")
     p.set_defaults(func=cmd_caption)
 
+
+def _models_parser(sub) -> None:
     p = sub.add_parser("models", help="list available models")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_models)
 
+
+def _train_parser(sub) -> None:
     p = sub.add_parser("train", help="train a decoder on cached features")
     p.add_argument("--model", required=True, help="model type: sat-soft, sat-hard, updown, transformer")
     p.add_argument("--data", required=True)
@@ -338,13 +398,14 @@ def main(argv=None) -> int:
     p.add_argument("--batch-images", type=int, default=32)
     p.add_argument("--lr", type=float, default=4e-4)
     p.add_argument("--patience", type=int, default=4)
-    p.add_argument("--dev-split", default="dev",
-                   help="split scored each epoch for early stopping; dev-select keeps the report half unseen")
+    p.add_argument("--dev-split", default="dev-select",
+                   help="split scored each epoch for early stopping (default dev-select: the report half stays unseen)")
     p.add_argument("--dev-images", type=int, default=0, help="score only the first N photos of that split each epoch")
     p.add_argument("--cache", help="feature cache folder (default .cache/features)")
     p.add_argument("--resume", action="store_true")
     p.add_argument("--init-from", help="warm start from a checkpoint of the same architecture")
-    p.add_argument("--scst", action="store_true", help="self-critical fine-tuning on CIDEr-D (use with --init-from)")
+    p.add_argument("--scst", action="store_true", help="self-critical fine-tuning on CIDEr-D (use with --init-from; "
+                                                       "not with --ground-weight)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ground-weight", type=float, default=0.0,
                    help="attention supervision: pull the attention of words naming a detected object into its boxes")
@@ -352,6 +413,8 @@ def main(argv=None) -> int:
     p.add_argument("--hparams", help='JSON, e.g. \'{"hidden_dim": 512}\'')
     p.set_defaults(func=cmd_train)
 
+
+def _average_parser(sub) -> None:
     p = sub.add_parser("average", help="average the weights of fine-tunes of one model (a model soup)")
     p.add_argument("models", nargs="+", help="checkpoints of one architecture and vocabulary")
     p.add_argument("--out", required=True, help="where to write the averaged checkpoint (.safetensors)")
@@ -360,9 +423,15 @@ def main(argv=None) -> int:
                         "1-a, a interpolate between them (WiSE-FT, Wortsman et al. 2022)")
     p.set_defaults(func=cmd_average)
 
-    p = sub.add_parser("evaluate", help="score a model on a dataset split")
+
+def _evaluate_parser(sub) -> None:
+    p = sub.add_parser("evaluate", help="score a model on a dataset split, or against your own boxes")
     p.add_argument("--model", required=True)
-    p.add_argument("--data", required=True)
+    p.add_argument("--data", help="the dataset (required unless --boxes)")
+    p.add_argument("--boxes", metavar="FILE.json", help="grounding against your own boxes: FILE maps a photo path to "
+                   '{"caption": "...", "boxes": {"dog": [[x1, y1, x2, y2], ...]}} (photo pixels); each caption is '
+                   "forced and each method's maps (attention, plus --explain) scored: pointing, mass in box, with "
+                   "the centre and uniform baselines and image-level 95%% intervals")
     p.add_argument("--split", default="dev")
     p.add_argument("--beam", type=int, default=3)
     p.add_argument("--max-len", type=int, default=20)
@@ -376,29 +445,48 @@ def main(argv=None) -> int:
                                                    "with these scores in its metadata")
     p.add_argument("--json", action="store_true")
     p.add_argument("--features", help="precomputed features for imported models (.tsv, .hdf5 or folder of .npz)")
+    p.add_argument("--explain", metavar="METHODS", help="comma-separated explanation methods (occlusion, gradcam, "
+                   "relevancy; attention is always the baseline) scored on the forced first reference's object "
+                   "words: deletion/LeRF/ROAD/insertion AUCs, grounding, sanity check (JSON key 'explain')")
+    p.add_argument("--explain-photos", type=int, default=0, metavar="N",
+                   help="with --explain: only the split's first N photos (0 = all; occlusion and deletion are slow)")
+    p.add_argument("--explain-sanity", type=int, default=5, metavar="N",
+                   help="with --explain: cascading-randomisation sanity check on the first N photos (default 5)")
+    p.add_argument("--explain-references", choices=["first", "all"], default="first",
+                   help="with --explain: the first reference caption of each photo, or all of them")
     p.set_defaults(func=cmd_evaluate)
 
+
+def _triage_parser(sub) -> None:
     p = sub.add_parser("triage", help="rank many photos by score, grounding or confidence; HTML report + CSV")
     p.add_argument("--model", required=True)
     p.add_argument("--data", help="dataset folder or JSON (references give scores)")
     p.add_argument("--split", default="dev")
     p.add_argument("--images", help="a folder of photos instead of a dataset")
-    p.add_argument("--sort", choices=["score", "grounding", "confidence"], default="score")
+    p.add_argument("--sort", choices=["score", "grounding", "confidence", "seen"], default="score",
+                   help="worst first: lowest CIDEr, grounding or confidence, or the object word least seen (visual "
+                        "dependence: its log-prob drop when the photo is blurred away)")
     p.add_argument("--beam", type=int, default=3)
     p.add_argument("--limit", type=int, default=0, help="only the first N photos")
     p.add_argument("--out", help="report folder (default triage/MODEL-SPLIT, which the app's Triage tab lists)")
     p.add_argument("--features", help="precomputed features for imported models (.tsv, .hdf5 or folder of .npz)")
     p.set_defaults(func=cmd_triage)
 
+
+def _bench_parser(sub) -> None:
     p = sub.add_parser("bench", help="measure latency per stage, render time, throughput, memory")
     p.add_argument("--models", nargs="+", help="default: every model in checkpoints/")
     p.add_argument("--images", nargs="+", help="photos or folders (default: assets/)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--beam", type=int, default=3)
     p.add_argument("--startup", action="store_true", help="also time app start to first page (3 starts)")
+    p.add_argument("--explain", action="store_true", help="also time per-word maps: occlusion of a whole caption, "
+                                                          "Grad-CAM and relevancy per word, deletion of one word")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench)
 
+
+def _import_parser(sub) -> None:
     p = sub.add_parser("import", help="convert a community checkpoint (sgrvinod, AaronCCWong, ruotianluo, "
                                       "poojahira) into this viewer's safe format")
     p.add_argument("path", help="their checkpoint (.pth.tar / .pth); opened without running any code in it")
@@ -408,7 +496,26 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, help="NAME (saved in checkpoints/) or a path")
     p.set_defaults(func=cmd_import)
 
-    args = parser.parse_args(argv)
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m viewer", description="Caption photos and inspect attention.")
+    parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--checkpoints", help="folder of named models (default: checkpoints/; installed: the "
+                                              "shipped models, then ./checkpoints)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _caption_parser(sub)
+    _models_parser(sub)
+    _train_parser(sub)
+    _average_parser(sub)
+    _evaluate_parser(sub)
+    _triage_parser(sub)
+    _bench_parser(sub)
+    _import_parser(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     from .engine.checkpoints import CheckpointError
     from .engine.images import ImageError
     try:

@@ -21,7 +21,7 @@ from ..engine.vocab import tokenize
 from ..engine.decoding import DecodeSettings, Hypothesis, decode
 from .faithfulness import faithfulness_block, measure
 from .grounding import PROXY_BOXES, Caption, detector_recall, grid_units, grounding_block, trace_units
-from ..engine.images import load_photo
+from ..engine.images import AttendsTo, load_photo
 from ..engine.vision import model_inputs
 
 
@@ -113,10 +113,10 @@ def _captions(loaded, items, images: list[int], hyps: list[Hypothesis], head: tu
     (layer, head), that head's cross-attention instead of the summary map."""
     for item, image, hyp in zip(items, images, hyps):
         attention = (hyp.attention if head is None else hyp.heads[:, head[0], head[1]]).double().numpy()
-        units = grid_units(attention.shape[1]) if loaded.attends_to == "grid" else item.regions.boxes
+        units = grid_units(attention.shape[1]) if loaded.attends_to == AttendsTo.GRID else item.regions.boxes
         yield Caption(image, loaded.vocab.decode(hyp.tokens), attention, units, item.regions,
                       None if hyp.sample is None or head is not None else hyp.sample.numpy(),
-                      loaded.attends_to == "regions")
+                      loaded.attends_to == AttendsTo.REGIONS)
 
 
 def grounding_report(loaded, data, paths, items, generated: dict[str, Hypothesis], device="cpu",
@@ -218,7 +218,18 @@ def _trace_captions(pairs):
     for image, trace, regions in pairs:
         drawn = None if trace.steps[0].sample is None else np.array([s.sample for s in trace.steps])
         yield Caption(image, [s.word for s in trace.steps], np.stack([s.attention for s in trace.steps]),
-                      trace_units(trace), regions, drawn, trace.attends_to == "regions")
+                      trace_units(trace), regions, drawn, trace.attends_to == AttendsTo.REGIONS)
+
+
+def report_half_seen(data, split: str, report: str = "dev-report") -> dict:
+    """Whether scoring `split` looks at the held-out report half (`dev-report`, and so also the whole `dev`),
+    and at how many of its photos: the record that those figures are no longer untouched."""
+    try:
+        held_out = set(data.split(report))
+    except ValueError:   # a dataset without that split has no report half
+        held_out = set()
+    n = len(held_out & set(data.split(split)))
+    return {"looked_at_report_half": n > 0, "report_half_photos": n}
 
 
 def write_captions(path: str, captions: dict[str, str]) -> None:

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..engine.vocab import tokenize
-from ..engine.images import cell_boxes, grid_side
+from ..engine.images import AttendsTo, cell_boxes, grid_side
 from ..engine.trace import entropy
 from ..engine.vision.boxes import CONTEXT, Regions
 
@@ -158,7 +158,7 @@ def heatmap_peak(units: np.ndarray, weights: np.ndarray, raster: int = RASTER) -
 
 def trace_units(trace) -> np.ndarray:
     """What a trace's attention is over, as normalised boxes: grid cells or the model's regions."""
-    if trace.attends_to == "grid":
+    if trace.attends_to == AttendsTo.GRID:
         return grid_units(len(trace.steps[0].attention))
     return np.asarray(trace.region_boxes)
 
@@ -167,12 +167,6 @@ def grounding(trace, regions: Regions) -> list[Grounding]:
     """Per object word of a trace's caption: how much of its attention lies on the detector's boxes of it."""
     attention = np.stack([s.attention for s in trace.steps])
     return ground_words([s.word for s in trace.steps], attention, trace_units(trace), regions)
-
-
-def grounding_summary(items: list[Grounding]) -> dict:
-    seen = [g.inside for g in items if g.inside is not None]
-    return {"object_words": len(items), "detected": len(seen), "mean_inside": float(np.mean(seen)) if seen else None,
-            "not_detected": [g.word for g in items if g.inside is None]}
 
 
 def named_classes(references: list[str], min_refs: int = 2) -> set[str]:
@@ -211,7 +205,7 @@ def grounding_block(captions) -> dict:
         emitted = [a for a, w in zip(attention, c.words) if w != "<end>"]
         entropies += [entropy(a) for a in emitted]
         uniform += [float(np.log(len(c.units)))] * len(emitted)
-    return corpus_grounding(items, entropies, uniform)
+    return grounding_summary(items, entropies, uniform)
 
 
 def bootstrap_ci(values, images, n: int = 1000, seed: int = 0) -> list[float] | None:
@@ -227,9 +221,10 @@ def bootstrap_ci(values, images, n: int = 1000, seed: int = 0) -> list[float] | 
     return [round(float(v), 4) for v in np.percentile(means, [2.5, 97.5])]
 
 
-def corpus_grounding(items: list[Grounding], entropies: list[float], uniform: list[float]) -> dict:
-    """Means over every detected object word of a split beside their baselines, the words' mean
-    entropy, and bootstrap intervals of the main means."""
+def grounding_summary(items: list[Grounding], entropies=(), uniform=()) -> dict:
+    """Means over every detected object word (of one caption, or of a split) beside their chance
+    levels (uniform mass, the centre and top-detection pointers), the words' mean entropy, and
+    bootstrap intervals of the main means."""
     seen = [g for g in items if g.inside is not None]
     off = [g for g in seen if not g.centre_hit]
     mean = (lambda xs: round(float(np.mean(xs)), 4) if len(xs) else None)  # noqa: E731

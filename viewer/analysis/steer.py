@@ -10,6 +10,8 @@ The map depends on how the model attends (`steer_map`):
   sum 1: they were trained on smooth maps, and a blob stays closer to those than a one-cell spike;
 - hard attention (sat-hard) always attends exactly one cell, so it gets a one-hot on that cell;
 - region models (updown) get a one-hot on the chosen region: a region is already a whole object.
+The transformer gets the map in every layer and head (models/transformer.py), so the map shown at
+the steered step is exactly the one requested.
 """
 from __future__ import annotations
 

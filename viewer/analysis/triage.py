@@ -15,12 +15,14 @@ from PIL import Image
 
 from ..engine.decoding import DecodeSettings
 from .diagnose import sanity
-from .grounding import grounding, grounding_summary
+from .explain import Pipeline, available_methods
+from .grounding import grounding, grounding_summary, word_class
+from .pixel_faithfulness import said_not_seen, visual_dependence
 from .evaluate import score_captions
 from ..engine.images import ImageError, load_photo
 from ..engine.render import render_strip
 
-SORT_KEYS = {"score": "CIDEr", "grounding": "grounding", "confidence": "confidence"}
+SORT_KEYS = {"score": "CIDEr", "grounding": "grounding", "confidence": "confidence", "seen": "seen"}
 
 
 def triage(captioner, model: str, paths: list[str], references: dict[str, list[str]] | None = None,
@@ -43,12 +45,13 @@ def triage(captioner, model: str, paths: list[str], references: dict[str, list[s
         regions = [f.regions for f in captioner.features(photos, with_regions=True)]
         for photo, beams, reg in zip(photos, captioner.caption(photos, model, settings), regions):
             trace = beams[0]
-            ground = grounding_summary(grounding(trace, reg))
+            items = grounding(trace, reg)
+            ground = grounding_summary(items)
             rows.append({"image": photo.name, "caption": trace.caption,
                          "confidence": round(float(np.mean([s.logprob for s in trace.steps])), 4),
-                         "grounding": None if ground["mean_inside"] is None else round(ground["mean_inside"], 4),
-                         "not_detected": " ".join(ground["not_detected"]),
-                         "static_attention": sanity(trace)["static"]})
+                         "grounding": ground["mass_in_box"],
+                         "not_detected": " ".join(g.word for g in items if g.inside is None),
+                         "static_attention": sanity(trace)["static"], **_looked_vs_used(captioner, photo, model, trace)})
             traces[photo.name] = (photo, trace)
         log(f"triage: {min(i + batch_size, len(paths))}/{len(paths)} photos")
     if references:
@@ -64,8 +67,20 @@ def triage(captioner, model: str, paths: list[str], references: dict[str, list[s
     return rows
 
 
+def _looked_vs_used(captioner, photo, model: str, trace) -> dict:
+    """`seen`: the lowest visual dependence of the caption's object words (nats; the photo blurred
+    away), `said_not_seen`: those below SEEN; nothing for models that do not read our encoder."""
+    if available_methods(captioner, model) == ("attention",):
+        return {}
+    dependence = visual_dependence(Pipeline(captioner, photo, model, trace.caption))
+    words = [s.word for s in trace.steps]
+    objects = [d for w, d in zip(words, dependence) if word_class(w)]
+    return {"seen": round(float(min(objects)), 4) if objects else None,
+            "said_not_seen": " ".join(said_not_seen(words, dependence))}
+
+
 def rank(rows: list[dict], by: str = "score") -> list[dict]:
-    """Worst first: lowest CIDEr, least grounded, or least confident; failed photos last."""
+    """Worst first: lowest CIDEr, least grounded, least confident, or an object least seen; failed photos last."""
     key = SORT_KEYS[by]
     return sorted(rows, key=lambda r: (r.get(key) is None, r.get(key) if r.get(key) is not None else 0.0))
 
@@ -81,7 +96,8 @@ def _data_uri(rgb: np.ndarray, max_side: int) -> str:
 def write_report(rows: list[dict], out_dir: str, model: str, sort: str) -> dict[str, str]:
     """report.html (self-contained), results.csv and traces.jsonl in out_dir."""
     os.makedirs(out_dir, exist_ok=True)
-    fields = ["rank", "model", "image", "caption", "CIDEr", "BLEU-4", "METEOR", "grounding", "confidence", "not_detected",
+    fields = ["rank", "model", "image", "caption", "CIDEr", "BLEU-4", "METEOR", "grounding", "confidence", "seen",
+              "said_not_seen", "not_detected",
               "static_attention", "error"]
     paths = {k: os.path.join(out_dir, n) for k, n in
              (("html", "report.html"), ("csv", "results.csv"), ("traces", "traces.jsonl"))}

@@ -12,6 +12,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
+# Lecture mode: number key k picks the Model list's k-th model, one key per shipped model. Here, not in
+# session.py, so `--help` can name them without importing torch.
+MODEL_KEYS = tuple(range(1, 5))
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -57,13 +62,24 @@ class ImmutableViews:
         return await self.app(scope, receive, send_cached)
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def page_head() -> str:
+    """The page's own script and lecture styles (viewer.js, lecture.css beside this file), for the
+    page's head: lecture mode styles <body>, which Gradio's scoped `css` cannot reach."""
+    with open(os.path.join(HERE, "lecture.css"), encoding="utf-8") as css, \
+            open(os.path.join(HERE, "viewer.js"), encoding="utf-8") as js:
+        return f"<style>\n{css.read()}</style>\n<script>\n{js.read()}</script>\n"
+
+
 def launch(demo, host: str = "127.0.0.1", port: int | None = None, block: bool = True, share: bool = False):
     from starlette.middleware import Middleware
 
-    from .ui import CSS, KEYS, THEME
+    from .ui import THEME
     return demo.queue(default_concurrency_limit=8).launch(
-        server_name=host, server_port=port or free_port(host), share=share, show_error=True, theme=THEME, css=CSS,
-        head=KEYS, ssr_mode=False, prevent_thread_lock=not block, max_file_size="60mb", quiet=not block,
+        server_name=host, server_port=port or free_port(host), share=share, show_error=True, theme=THEME,
+        css_paths=[os.path.join(HERE, "app.css")], head=page_head(), ssr_mode=False, prevent_thread_lock=not block, max_file_size="60mb", quiet=not block,
         app_kwargs={"middleware": [Middleware(ImmutableViews)]})
 
 
@@ -79,7 +95,8 @@ def parser(prog: str = "launch.py") -> argparse.ArgumentParser:
                                            "folder of .npz), looked up by the uploaded photo's file name")
     parser.add_argument("--share", action="store_true", help="ask Gradio for a public link (needs internet)")
     parser.add_argument("--lecture", action="store_true", help="start in lecture mode: big caption, the view "
-                        "filling the screen, dark; keys: space play/pause, arrows word, 1-4 model, F full screen, "
+                        f"filling the screen, dark; keys: space play/pause, arrows word, {MODEL_KEYS[0]}-{MODEL_KEYS[-1]} model, "
+                        "F full screen, "
                         "Esc back (the Lecture mode toggle switches it at any time)")
     return parser
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
-import html
 import io
 import json
 import os
@@ -25,17 +24,17 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..engine.decoding import DecodeSettings
-from ..analysis.diagnose import cell_at, occlude, sanity
-from ..analysis.grounding import grounding, grounding_summary
+from ..analysis.diagnose import cell_at
+from ..analysis.grounding import word_class
 from ..analysis.evaluate import caption_scores
-from ..analysis.faithfulness import DRAWS, LEVELS, trace_faithfulness
 from ..analysis.triage import list_runs, read_run
 from ..engine.images import AttendsTo, Photo, load_photo
 from ..paths import TRIAGE_DIR
 from ..engine.pipeline import Captioner, photo_key
 from ..engine.render import (render_cells, render_coverage, render_figure, render_gif, render_heads, render_step, render_strip)
-from ..analysis.steer import SteerResult, steer, steer_map
 from ..engine.trace import AttentionTrace
+from ..analysis.explain import Explanation, Pipeline, available_methods, explain, explained_trace
+from ..analysis.pixel_faithfulness import SEEN, Deletion, deletion, visual_dependence
 
 STRATEGY_LABELS = {"Beam search": "beam", "Greedy": "greedy", "Sampling": "sample"}
 
@@ -94,6 +93,12 @@ def display_copy(photo: Photo, side: int = VIEW_SIDE, min_side: int = MIN_VIEW_S
                                                        Image.Resampling.BILINEAR))
 
 
+def thumbnail(rgb: np.ndarray, width: int) -> np.ndarray:
+    from PIL import Image
+    h, w = rgb.shape[:2]
+    return np.asarray(Image.fromarray(rgb).resize((width, max(1, round(width * h / w))), Image.Resampling.LANCZOS))
+
+
 def jpeg(rgb: np.ndarray, quality: int = 90) -> bytes:
     from PIL import Image
     buf = io.BytesIO()
@@ -115,7 +120,7 @@ def view_key(ex: "Exploration") -> bytes:
     word's attention (a view's name, so equal views of equal decodes share one file)."""
     h = hashlib.sha1(repr(ex.display.shape).encode())
     h.update(np.ascontiguousarray(ex.display[::8, ::8]).tobytes())
-    trace = ex.trace
+    trace = ex.shown
     h.update(repr((trace.model, trace.attends_to, trace.width, trace.height, trace.region_labels,
                    [(s.word, s.logprob, s.beta, s.sample, s.steered) for s in trace.steps])).encode())
     for s in trace.steps:
@@ -138,6 +143,9 @@ class Exploration:
     step: int = 0
     prefixes: list[list[str]] = field(default_factory=list)   # branching history, newest last
     display: np.ndarray | None = None                         # the photo as views draw it (display_copy)
+    method: str = "attention"                                 # what the views show (analysis/explain.py)
+    explained: dict = field(default_factory=dict)             # (method, caption) -> Explanation, computed so far
+    dependence: dict = field(default_factory=dict)            # caption -> (T,) visual dependence, nats
 
     def __post_init__(self):
         if self.display is None:
@@ -145,7 +153,15 @@ class Exploration:
 
     @property
     def trace(self) -> AttentionTrace:
+        """The model's own trace: its words and the attention that emitted them."""
         return self.beams[self.beam]
+
+    @property
+    def shown(self) -> AttentionTrace:
+        """What the views draw: the model's attention, or the chosen explanation's maps on its words."""
+        found = self.explained.get((self.method, self.trace.caption))
+        return self.trace if self.method == "attention" or found is None else \
+            explained_trace(self.trace, found, self.method)
 
     @property
     def n_steps(self) -> int:
@@ -172,6 +188,9 @@ class Studio:
             os.path.basename(path): refs for path, refs in dataset.captions.items()}
         self.max_decodes, self.max_exports = max_decodes, max_exports
         self._decodes: OrderedDict[tuple, list[AttentionTrace]] = OrderedDict()
+        self._explanations: OrderedDict[tuple, Explanation] = OrderedDict()
+        self._pipes: dict[tuple, Pipeline] = {}
+        self._deletions: dict[tuple, Deletion] = {}
         self._lock = threading.Lock()
         self._renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prerender")
         self.export_dir = tempfile.mkdtemp(prefix=VIEW_PREFIX)
@@ -229,6 +248,69 @@ class Studio:
 
     def reset(self, ex: Exploration) -> Exploration:
         return replace(ex, beams=self.decode(ex.photo, ex.model, ex.settings), beam=0, step=0, prefixes=[])
+
+    # --- explaining ----------------------------------------------------------------------------
+    def explain(self, ex: Exploration, method: str) -> Explanation:
+        """`method`'s maps for every word of the shown caption, computed once per photo, model and
+        caption (an LRU shared by sessions), kept on the Exploration so stepping only draws."""
+        caption = ex.trace.caption
+        key = (photo_key(ex.photo), ex.model, caption, method)
+        with self._lock:
+            found = self._explanations.get(key)
+            if found is None:
+                pipe = self._pipes.get(key[:3])
+                if pipe is None:
+                    pipe = self._pipes[key[:3]] = Pipeline(self.captioner, ex.photo, ex.model, caption)
+                    while len(self._pipes) > 8:
+                        self._pipes.pop(next(iter(self._pipes)))
+                found = self._explanations[key] = explain(self.captioner, ex.photo, ex.model, caption, (method,),
+                                                          pipe=pipe)
+                while len(self._explanations) > self.max_decodes:
+                    self._explanations.popitem(last=False)
+            self._explanations.move_to_end(key)
+        ex.explained[(method, caption)] = found
+        return found
+
+    def pipe(self, ex: Exploration) -> Pipeline:
+        """The photo-space pipeline of the shown caption (computed by `explain`)."""
+        self.explain(ex, "attention")
+        return self._pipes[(photo_key(ex.photo), ex.model, ex.trace.caption)]
+
+    def trust(self, ex: Exploration) -> tuple[dict[str, Explanation], Deletion]:
+        """Every method's maps of the shown caption and the selected word's pixel-space deletion
+        curves under each (one batch of blurred photos), cached per photo, model, caption and word."""
+        found = {m: self.explain(ex, m) for m in self.methods(ex.model)}
+        key = (photo_key(ex.photo), ex.model, ex.trace.caption, ex.step)
+        with self._lock:
+            curves = self._deletions.get(key)
+        if curves is None:
+            curves = deletion(self.pipe(ex), {m: e.maps[m] for m, e in found.items()}, steps=[ex.step])
+            with self._lock:
+                self._deletions[key] = curves
+                while len(self._deletions) > self.max_decodes:
+                    self._deletions.pop(next(iter(self._deletions)))
+        return found, curves
+
+    def methods(self, model: str) -> tuple[str, ...]:
+        return available_methods(self.captioner, model)
+
+    def visual_dependence(self, ex: Exploration) -> np.ndarray | None:
+        """Each word's log p(word | photo) - log p(word | the photo blurred away), for the shown
+        caption (one extra run of the pipeline); None for models that do not read our encoder."""
+        caption = ex.trace.caption
+        if caption not in ex.dependence:
+            if self.methods(ex.model) == ("attention",):
+                return None
+            ex.dependence[caption] = visual_dependence(self.pipe(ex))
+        return ex.dependence[caption]
+
+    def compare_methods(self, ex: Exploration, columns: int = 3) -> list[AttentionTrace]:
+        """Compare's "methods" mode: the Exploration's caption drawn with each method's maps (the
+        first `columns` of the model's methods; the Explain-with choice shows any of them)."""
+        out = []
+        for m in self.methods(ex.model)[:columns]:
+            out.append(ex.trace if m == "attention" else explained_trace(ex.trace, self.explain(ex, m), m))
+        return out
 
     # --- comparing ---------------------------------------------------------------------------
     def compare(self, photo: Photo, models: list[str], settings: DecodeSettings, same_caption: str | None = None
@@ -319,11 +401,11 @@ class Studio:
     def export_json(self, ex: Exploration) -> str:
         path = self.export_path(ex, ".json")
         with open(path, "w") as f:
-            json.dump(ex.trace.to_json(), f, indent=1)
+            json.dump(trace_json(ex), f, indent=1)
         return path
 
     def export_gif(self, ex: Exploration, style: Style) -> str:
-        return render_gif(ex.photo.rgb, ex.trace, self.export_path(ex, ".gif"), **style.as_kwargs())
+        return render_gif(ex.photo.rgb, ex.shown, self.export_path(ex, ".gif"), **style.as_kwargs())
 
     def export_png(self, ex: Exploration, image: np.ndarray, what: str) -> str:
         from PIL import Image
@@ -353,33 +435,23 @@ class Studio:
         return text.strip() or self.decode(ex.photo, models[0], ex.settings)[0].caption
 
 
-TRIAGE_COLUMNS = ["rank", "image", "caption", "CIDEr", "grounding", "confidence"]
-
-
-def triage_table(rows: list[dict]) -> list[list]:
-    """The triage table's cells (TRIAGE_COLUMNS): photos by file name, missing values blank."""
-    return [[os.path.basename(r.get(c, "")) if c == "image" else r.get(c, "") for c in TRIAGE_COLUMNS] for r in rows]
-
-
-def score_html(caption: str, scores: dict, corpus: bool) -> str:
-    """The caption's scores against the typed references, escaped (a forced caption is typed text)."""
-    note = "" if corpus else " (CIDEr needs a corpus: start the app with --data DIR)"
-    return (f'<div class="step-facts">"{html.escape(caption)}": '
-            + " &middot; ".join(f"{html.escape(k)} {v:.1f}" for k, v in scores.items()) + html.escape(note) + "</div>")
-
-
-def compare_line(trace: AttentionTrace, step: int) -> str:
-    """Compare's line for one model: its name, the caption's total log-probability, the words with
-    word `step` (0-based) in bold."""
-    words = [f"**[{s.word}]**" if i == step else s.word for i, s in enumerate(trace.steps)]
-    return f"**{trace.model}** (log p {sum(s.logprob for s in trace.steps):.2f}): " + " ".join(words)
-
-
 # --- views (pure functions of an Exploration) ------------------------------------------------
+
+def trace_json(ex: Exploration) -> dict:
+    """The JSON trace of `ex` (as `caption --json`), with every explanation computed for its caption
+    under each step's "explain" and the method the views show under "shown"."""
+    obj = ex.trace.to_json()
+    obj["shown"] = ex.method
+    for (method, caption), found in ex.explained.items():
+        if caption == ex.trace.caption:
+            for step, grid in zip(obj["steps"], found.maps[method]):
+                step.setdefault("explain", {})[method] = np.round(grid, 6).tolist()
+    return obj
+
 
 def overlay(ex: Exploration, style: Style, step: int | None = None) -> np.ndarray:
     t = ex.step if step is None else step
-    trace = ex.trace
+    trace = ex.shown
     img = render_step(ex.display, trace, t, show_alpha=style.show_alpha, **style.as_kwargs())
     s = trace.steps[t]
     if s.sample is not None and style.hard_samples > 1:
@@ -397,11 +469,11 @@ def draw_cells(alpha: np.ndarray, n: int, seed: int = 0) -> list[int]:
 
 
 def strip(ex: Exploration, style: Style) -> np.ndarray:
-    return render_strip(ex.display, ex.trace, **style.as_kwargs())
+    return render_strip(ex.display, ex.shown, **style.as_kwargs())
 
 
 def coverage_image(ex: Exploration, style: Style, step: int | None = None) -> np.ndarray:
-    return render_coverage(ex.display, ex.trace, ex.step if step is None else step, style.upsampling)
+    return render_coverage(ex.display, ex.shown, ex.step if step is None else step, style.upsampling)
 
 
 def all_heads(ex: Exploration, style: Style) -> np.ndarray:
@@ -414,115 +486,24 @@ def figure(ex: Exploration, traces: list[AttentionTrace], style: Style) -> np.nd
     return render_figure(ex.display, traces, **style.as_kwargs())
 
 
-def view_urls_html(paths: list[str]) -> str:
-    """HTML for the page's preloader (ui.KEYS): every word's view file, in word order."""
-    return f'<div data-urls="{html.escape(json.dumps(paths))}"></div>'
-
-
 def caption_tokens(ex: Exploration) -> list[tuple[str, str | None]]:
-    """HighlightedText value: every emitted word (with its trailing space), the selected one marked."""
+    """HighlightedText value: every emitted word (with its trailing space), the selected one marked,
+    and, once measured, the words the photo barely mattered to: "guessed", or "said, not seen" for
+    a word naming an object."""
     n_forced = len(ex.prefixes[-1]) if ex.prefixes else 0
+    seen = ex.dependence.get(ex.trace.caption)
     out = []
     for t, s in enumerate(ex.trace.steps):
         label = "selected" if t == ex.step else ("branched" if t < n_forced else None)
+        if label is None and seen is not None and t < len(seen) and seen[t] < SEEN and s.word != "<end>":
+            label = "said, not seen" if word_class(s.word) else "guessed"
         out.append((s.word + " ", label))
     return out
-
-
-def step_panel(ex: Exploration) -> str:
-    """HTML: the word, its probability, beta, entropy, and the top-k next words as bars."""
-    s = ex.trace.steps[ex.step]
-    facts = [f"<b>{html.escape(s.word)}</b> at step {ex.step + 1} of {ex.n_steps}",
-             f"p = {np.exp(s.logprob):.1%}", f"attention entropy {s.entropy:.2f} nats"]
-    if s.beta is not None:
-        facts.append(f"beta (gate) {s.beta:.2f}")
-    if s.sample is not None:
-        facts.append("sampled cell (row {}, col {})".format(*divmod(s.sample, ex.trace.grid_side)))
-    return (f'<div class="step-facts">{" &middot; ".join(facts)}</div>'
-            + _bars("What the model could have said here", s.alternatives))
-
-
-def grid_numbers(ex: Exploration) -> str:
-    """HTML table of the raw grid attention (percent), or the region weights for region models."""
-    s = ex.trace.steps[ex.step]
-    if ex.trace.attends_to == AttendsTo.REGIONS:
-        order = np.argsort(-s.attention)
-        rows = "".join(f"<tr><td>{html.escape(ex.trace.region_labels[i])}</td><td>{ex.trace.region_scores[i]:.2f}</td>"
-                       f"<td>{s.attention[i]:.3f}</td></tr>" for i in order)
-        return f'<table class="regions"><tr><th>region</th><th>score</th><th>weight</th></tr>{rows}</table>'
-    g = ex.trace.grid(ex.step)
-    top = g.max()
-    cells = "".join("<tr>" + "".join(
-        f'<td style="background:rgba(255,120,0,{v / top:.2f})">{v * 100:.1f}</td>' for v in row) + "</tr>" for row in g)
-    return f'<table class="grid14">{cells}</table>'
 
 
 def beam_choices(ex: Exploration) -> list[str]:
     return [f"{i + 1}. {b.caption}  (score {b.score:.2f}{'' if b.finished else ', unfinished'})"
             for i, b in enumerate(ex.beams)]
-
-
-# --- diagnosis (grounding, sanity, occlusion) ------------------------------------------------------
-
-def diagnosis(studio: Studio, ex: Exploration) -> str:
-    """HTML: attention sanity of the caption and the grounding of each object word."""
-    regions = studio.captioner.features([ex.photo], with_regions=True)[0].regions
-    report = sanity(ex.trace)
-    items = grounding(ex.trace, regions)
-    flags = [f"mean map-to-map similarity {report['mean_pairwise_similarity']:.2f}"
-             + (" &mdash; <b>attention barely moves from word to word</b>" if report["static"] else ""),
-             f"largest coverage {report['coverage_max']:.2f}",
-             f"{report['share_never_attended']:.0%} of {ex.trace.attends_to.unit}s "
-             "never attended"]
-    if "hard_left_argmax" in report:
-        flags.append(f"the hard sample left alpha's argmax at {report['hard_left_argmax']:.0%} of the words")
-    rows = "".join(
-        f"<tr><td>{html.escape(g.word)}</td><td>{html.escape(g.coco_class)}</td><td>"
-        + ("not detected: the detector found no such object" if g.inside is None else f"{g.inside:.0%} inside its boxes")
-        + "</td></tr>" for g in items)
-    summary = grounding_summary(items)
-    if summary["mean_inside"] is not None:
-        flags.append(f"object words put {summary['mean_inside']:.0%} of their attention on their objects")
-    table = (f'<table class="regions"><tr><th>word</th><th>COCO class</th><th>attention on it</th></tr>{rows}</table>'
-             if items else "<p>No word of this caption names a COCO object class.</p>")
-    return f'<div class="step-facts">{" &middot; ".join(flags)}</div>{table}{deletion_curve(studio, ex)}'
-
-
-def deletion_curve(studio: Studio, ex: Exploration) -> str:
-    """HTML + SVG: how the selected word's log-probability falls as more of what the model could
-    look at is hidden, most attended first vs at random (faithfulness.py)."""
-    w = trace_faithfulness(studio.captioner, ex.photo, ex.model, ex.trace, [ex.step])[0]
-    levels = [round(100 * f) for f in LEVELS]
-    top = max([1.0, *w.curve_top, *w.curve_random])
-    point = (lambda i, d: f"{20 + 260 * levels[i] / 100:.1f},{10 + 100 * (1 - max(d, 0) / top):.1f}")  # noqa: E731
-    line = (lambda ds, colour: f'<polyline fill="none" stroke="{colour}" stroke-width="2.5" '  # noqa: E731
-            f'points="{" ".join(point(i, d) for i, d in enumerate(ds))}"/>')
-    ticks = "".join(f'<text x="{20 + 2.6 * lv:.0f}" y="126" font-size="10" text-anchor="middle">{lv}%</text>'
-                    for lv in levels)
-    word = html.escape(w.word)
-    return (f'<div class="step-facts">Does <b>{word}</b> depend on where the model looked? Hiding the '
-            f"{w.hidden} {ex.trace.attends_to.unit}(s) that hold half its attention "
-            f"lowers log p({word}) by {w.drop_top:.2f} nats; as many random ones by {w.drop_random:.2f}.</div>"
-            f'<svg id="deletion-curve" width="300" height="150" viewBox="0 0 300 150" role="img" '
-            f'aria-label="deletion curve">'
-            f'<line x1="20" y1="110" x2="280" y2="110" stroke="#999"/><line x1="20" y1="10" x2="20" y2="110" stroke="#999"/>'
-            f'<text x="22" y="9" font-size="10">{top:.1f} nats</text>{ticks}'
-            f'{line(w.curve_top, "#f59e0b")}{line(w.curve_random, "#64748b")}'
-            f'<text x="150" y="143" font-size="10" text-anchor="middle">share of the {ex.trace.attends_to.unit}s hidden</text>'
-            f'</svg><div style="font-size:.9rem"><span style="color:#f59e0b">&#9632;</span> most attended first '
-            f'&nbsp; <span style="color:#64748b">&#9632;</span> random (mean of {DRAWS} draws): the drop in '
-            f"log p({word}), teacher-forced on this caption</div>")
-
-
-def occlusion(studio: Studio, ex: Exploration, hidden: list[int] | None = None) -> str:
-    """HTML: hide what the current word looked at (or the given cells/regions) and re-decode."""
-    result = occlude(studio.captioner, ex.photo, ex.model, ex.trace, ex.step, hidden, ex.settings)
-    what = ex.trace.attends_to.unit
-    names = ["(row {}, col {})".format(*divmod(h, ex.trace.grid_side)) if what == "cell" else ex.trace.region_labels[h]
-             for h in result.hidden]
-    return (f'<div class="step-facts">Hid {what} {html.escape(", ".join(names))}: p(<b>{html.escape(result.word)}</b>) '
-            f"went from {result.prob_before:.1%} to {result.prob_after:.1%}.</div>"
-            f"<div>New caption: <b>{html.escape(result.new_caption)}</b></div>")
 
 
 def unit_at(ex: Exploration, x: float, y: float) -> int:
@@ -536,48 +517,10 @@ def unit_at(ex: Exploration, x: float, y: float) -> int:
     return min(inside, key=lambda i: (boxes[i][2] - boxes[i][0]) * (boxes[i][3] - boxes[i][1]))
 
 
-# --- steering (the complement of occlusion) ---------------------------------------------------------
-
-def steering(studio: Studio, ex: Exploration, x: float, y: float) -> tuple[str, SteerResult]:
-    """HTML: make the current word attend where the photo was clicked (display pixel x, y): the
-    model's own next words beside those under the steered map, and the caption it goes on to write.
-    Also the viewer.analysis.steer.SteerResult, whose trace (step `ex.step` steered) draws the steered map."""
-    unit = unit_at(ex, x, y)
-    result = steer(studio.captioner, ex.photo, ex.model, ex.trace, ex.step, steer_map(ex.trace, unit), ex.settings)
-    where = ("(row {}, col {})".format(*divmod(unit, ex.trace.grid_side)) if ex.trace.attends_to == AttendsTo.GRID
-             else f"region {html.escape(ex.trace.region_labels[unit])}")
-    word = html.escape(result.word)
-    page = (f'<div class="step-facts">Made <b>{word}</b> (word {ex.step + 1}) look at {where}: p(<b>{word}</b>) '
-            f"went from {result.prob_before:.1%} to {result.prob_after:.1%}.</div>"
-            f'<div style="display:flex;gap:1.5em">{_bars("Where the model looked", result.own)}'
-            f'{_bars("Where you steered it", result.steered)}</div>'
-            f"<div>Caption from there: <b>{html.escape(result.caption)}</b></div>")
-    return page, result
-
-
-def _bars(title: str, alternatives: list[tuple[str, float]]) -> str:
-    """HTML: next words as probability bars under a title (the look of `step_panel`'s top-k)."""
-    rows = "".join(
-        f'<div class="bar-row"><span class="bar-word">{html.escape(w)}</span>'
-        f'<span class="bar" style="width:{max(1.0, p * 100):.1f}%"></span><span class="bar-p">{p:.1%}</span></div>'
-        for w, p in alternatives)
-    return f'<div class="topk" style="flex:1"><div class="topk-title">{html.escape(title)}</div>{rows}</div>'
-
-
 # --- lecture mode --------------------------------------------------------------------------------
-
-MODEL_KEYS = tuple(range(1, 5))   # lecture mode: number key k picks the dropdown's k-th model (one per shipped model)
-LECTURE_KEYS = f"space play/pause · ← → word · {MODEL_KEYS[0]}-{MODEL_KEYS[-1]} model · F full screen · Esc back"
-
 
 def model_for_key(models: list[str], key: int) -> str:
     """The model that number key `key` (one of MODEL_KEYS) picks: the Model dropdown's entry of that rank."""
     if not 1 <= key <= len(models):
         raise ValueError(f"There is no model {key}: {len(models)} model(s) are available.")
     return models[key - 1]
-
-
-def lecture_line(model: str | None) -> str:
-    """The line above the caption in lecture mode: which model speaks, and the keys."""
-    name = html.escape(model or "no model")
-    return f'<div class="lecture-line"><b>{name}</b><span>{html.escape(LECTURE_KEYS)}</span></div>'

@@ -2,7 +2,7 @@
 
 `Handlers` holds what each event does (one method per event, calling the Studio); `build` lays
 the page out and wires events to them. Stepping: the page swaps in the preloaded view of the new
-word itself (KEYS) and the word slider, the one record of the word, tells the server. Nothing here
+word itself (viewer.js) and the word slider, the one record of the word, tells the server. Nothing here
 runs a model except Caption, Branch and Compare, and those go through the Studio's decode cache.
 """
 from __future__ import annotations
@@ -11,195 +11,25 @@ import functools
 import logging
 import os
 import time
+from types import SimpleNamespace
 
 import gradio as gr
 
+from ..analysis.explain import METHOD_LABELS
 from ..engine.checkpoints import CheckpointError
 from ..engine.decoding import DecodeSettings
 from ..engine.images import ImageError
 from ..paths import ASSETS
 from ..engine.render import COLORMAPS, SCALES, UPSAMPLING
+from . import MODEL_KEYS
+from . import panels as P
 from . import session as S
 
 log = logging.getLogger("viewer.app")
 DEFAULT_ORDER = ["sat-soft", "sat-hard", "updown", "transformer"]
 HIDDEN = ["lecture-hide"]   # folded away in lecture mode
+METHODS_MODE = "Methods: Explore's model and caption, one column per map"
 STEER, HIDE = "Steer: make the selected word look there", "Hide that place from the model"
-
-CSS = """
-#caption { font-size: 1.6rem; }
-#caption .token { cursor: pointer; padding: 2px 4px; }
-.step-facts { font-size: 1.15rem; margin-bottom: .5rem; }
-.topk-title { font-weight: 600; margin: .3rem 0; }
-.bar-row { display: flex; align-items: center; gap: .5rem; margin: 2px 0; font-size: 1.05rem; }
-.bar-word { width: 7rem; text-align: right; }
-.bar { height: 14px; background: #f59e0b; border-radius: 3px; }
-.bar-p { color: #666; font-size: .9rem; }
-table.grid14 td { font-size: 10px; padding: 1px 3px; text-align: right; border: 1px solid #eee; }
-table.regions td, table.regions th { padding: 2px 8px; }
-#view-urls { display: none; }
-#speed { min-width: 200px; }
-"""
-
-# Lecture mode: <body class="lecture dark"> (set by the toggle #lecture, --lecture or Escape; no server
-# round trip). In the page's head, because Gradio scopes the `css` rules inside its container.
-LECTURE_STYLE = """
-<style>
-.model-keys, #lecture-line { display: none !important; }
-body.lecture, body.lecture gradio-app, body.lecture .gradio-container { background: #000 !important; }
-body.lecture .gradio-container { max-width: 100% !important; padding: 0 1.5rem !important; }
-body.lecture .gradio-container .main, body.lecture .gradio-container .contain { padding: 0 !important;
-  gap: 0 !important; }
-body.lecture .lecture-hide, body.lecture #inputs, body.lecture #title, body.lecture #tabs > .tab-wrapper,
-body.lecture #step, body.lecture footer { display: none !important; }
-body.lecture #tabs, body.lecture #tabs .tabitem, body.lecture #tabs .column, body.lecture #caption,
-body.lecture #view, body.lecture #lecture-line { background: transparent !important; border-color: transparent !important;
-  box-shadow: none !important; padding: 0 !important; gap: .4rem !important; }
-body.lecture #lecture-line { display: block !important; min-height: 0 !important; }
-body.lecture #lecture-line .prose, body.lecture #lecture-line .html-container { padding: 0 !important; margin: 0 !important; }
-body.lecture .lecture-line { display: flex; justify-content: space-between; align-items: baseline; gap: 2rem;
-  color: #cbd5e1; font-size: 1.05rem; padding-top: .2rem; line-height: 1.3; }
-body.lecture .lecture-line b { color: #fbbf24; font-size: 1.4rem; }
-body.lecture #stage { height: 100vh; display: flex !important; flex-direction: column; flex-wrap: nowrap;
-  gap: .5rem !important; overflow: hidden; }
-body.lecture #stage > * { flex: 0 0 auto; }
-body.lecture #caption { font-size: clamp(3rem, 3.3vw, 4.5rem) !important; line-height: 1.25;
-  height: auto !important; max-height: none !important; overflow: visible !important; }
-body.lecture #caption label, body.lecture #view label, body.lecture #view .icon-button-wrapper { display: none !important; }
-body.lecture #caption .container { padding: 0 !important; }
-body.lecture #caption .textfield, body.lecture #caption .token-container, body.lecture #caption .token {
-  line-height: 1.2 !important; height: auto !important; padding-top: 0 !important; padding-bottom: 0 !important;
-  background: transparent; }
-body.lecture #caption .token { color: #fff !important; background: transparent !important; font-weight: 700;
-  border-radius: .18em; padding: 0 .12em !important; margin: 0 !important; transition: none !important; }
-body.lecture #caption .token.highlighted { background: #fbbf24 !important; color: #000 !important;
-  box-shadow: 0 0 0 .08em #fbbf24, 0 .1em .5em rgba(251, 191, 36, .45); }
-body.lecture #stage > #view { flex: 1 1 0 !important; height: auto !important; min-height: 0 !important; }
-body.lecture #view .image-container, body.lecture #view button, body.lecture #view .image-frame {
-  width: 100% !important; height: 100% !important; }
-body.lecture #view img { width: 100% !important; height: 100% !important; object-fit: contain !important; }
-body.lecture #controls { align-items: center; padding-bottom: .6rem !important; }
-body.lecture #controls .form, body.lecture #controls .block { background: transparent !important;
-  border-color: transparent !important; box-shadow: none !important; }
-body.lecture #controls button { font-size: 1.2rem; }
-body.lecture #speed input[type=number], body.lecture #speed .reset-button, body.lecture #speed .min_value,
-body.lecture #speed .max_value { display: none !important; }
-</style>
-"""
-
-KEYS = LECTURE_STYLE + """
-<script>
-// Keys: arrows move the word (the Previous/Next buttons), unless typing in a field.
-const typing = (el) => !!el && (el.isContentEditable || el.tagName === 'TEXTAREA' || el.tagName === 'SELECT'
-  || (el.tagName === 'INPUT' && !['range', 'checkbox', 'radio', 'button', 'submit'].includes(el.type)));
-document.addEventListener('keydown', (e) => {
-  if (typing(document.activeElement) || e.ctrlKey || e.metaKey || e.altKey) return;
-  const move = (d, button) => { if (!window.__viewerMove?.(d)) document.querySelector(button)?.click(); };
-  if (e.key === 'ArrowRight') { move(1, '#next'); e.preventDefault(); }
-  if (e.key === 'ArrowLeft') { move(-1, '#prev'); e.preventDefault(); }
-});
-// Lecture mode: a class on <body> (the toggle #lecture, or --lecture at load), and its keys:
-// space play/pause, a number key a model (the #model-N buttons that exist), F full screen, Escape out of full screen, then out of lecture mode.
-(() => {
-  const box = () => document.querySelector('#lecture input[type=checkbox]');
-  let wasDark = null;
-  const set = (on) => {
-    const b = document.body;
-    if (on === b.classList.contains('lecture')) return;
-    if (on) { wasDark = b.classList.contains('dark'); b.classList.add('lecture', 'dark'); }
-    else { b.classList.remove('lecture'); if (!wasDark) b.classList.remove('dark'); }
-  };
-  document.addEventListener('change', (e) => {
-    if (e.target.closest?.('#lecture')) set(e.target.checked);
-  }, true);
-  const start = new MutationObserver(() => { const b = box(); if (b) { start.disconnect(); set(b.checked); } });
-  start.observe(document.documentElement, {subtree: true, childList: true});
-  const leave = () => { const b = box(); if (b && b.checked) b.click(); else set(false); };
-  document.addEventListener('keydown', (e) => {
-    const el = document.activeElement;
-    if (!document.body.classList.contains('lecture') || typing(el) || e.ctrlKey || e.metaKey || e.altKey) return;
-    const k = e.key;
-    if (k === ' ' || k === 'Spacebar') { el?.blur?.(); document.querySelector('#play')?.click(); }
-    else if (/^[1-9]$/.test(k)) document.querySelector('#model-' + k)?.click();
-    else if (k === 'f' || k === 'F') {
-      if (document.fullscreenElement) document.exitFullscreen?.();
-      else document.documentElement.requestFullscreen?.().catch(() => {});
-    } else if (k === 'Escape') {
-      if (document.fullscreenElement) document.exitFullscreen?.(); else leave();
-    } else return;
-    e.preventDefault();
-  });
-})();
-// Instant stepping: after a caption the server names every word's view (#view-urls); the page
-// preloads them and, on a word click, Previous/Next or the slider, shows the new word's view at
-// once, while the server's reply (panel, coverage, the same view) follows.
-(() => {
-  // The names come with the caption, while the server is still drawing the views in word order:
-  // fetch them one after another in that order (a view not drawn yet is asked again shortly).
-  const V = {key: null, urls: [], ready: new Set(), images: []};
-  const fileUrl = (p) => (window.gradio_config?.root || location.origin) + '/gradio_api/file=' + p;
-  const load = (key, i, tries) => {
-    const u = V.urls[i];
-    if (key !== V.key || !u) return;
-    if (V.ready.has(u)) { load(key, i + 1, 0); return; }
-    const im = new Image();
-    V.images.push(im);   // kept, decoded: showing it is then a paint, not a JPEG decode
-    im.onload = () => im.decode().catch(() => {}).finally(() => { V.ready.add(u); load(key, i + 1, 0); });
-    im.onerror = () => { if (tries < 20) setTimeout(() => load(key, i, tries + 1), 100); else load(key, i + 1, 0); };
-    im.src = u;
-  };
-  const refresh = () => {
-    const el = document.querySelector('#view-urls [data-urls]');
-    const key = el ? el.dataset.urls : null;
-    if (key === V.key) return;
-    V.key = key; V.ready = new Set(); V.images = [];
-    V.urls = key ? JSON.parse(key).map(fileUrl) : [];
-    // the view the caption brought goes first: preloading starts once it is on screen (or after 1 s)
-    const begin = Date.now(), first = V.urls[0];
-    const start = () => {
-      const im = document.querySelector('#view img');
-      if (key !== V.key) return;
-      if (Date.now() - begin < 1000 && !(im && im.src === first && im.complete)) { setTimeout(start, 30); return; }
-      load(key, 0, 0);
-    };
-    start();
-  };
-  const show = (t) => {
-    refresh();
-    const u = V.urls[t], img = document.querySelector('#view img');
-    if (u && img && V.ready.has(u) && img.src !== u) img.src = u;
-  };
-  // The word slider is the one record of the selected word: the page moves it at once (a word
-  // click sets it quietly: the click's own event tells the server), so a quick next key counts
-  // from the word shown, and the server, told by the slider's input event, agrees.
-  const slider = () => document.querySelector('#step input[type=range]');
-  const current = () => Number(slider()?.value || 1) - 1;
-  window.__viewerMove = (d) => {
-    const t = current() + d, s = slider();
-    refresh();
-    if (!s || !V.ready.has(V.urls[t])) return false;
-    show(t);
-    s.value = String(t + 1);
-    s.dispatchEvent(new Event('input', {bubbles: true}));
-    return true;
-  };
-  new MutationObserver(refresh).observe(document.documentElement, {subtree: true, childList: true});
-  document.addEventListener('click', (e) => {
-    const token = e.target.closest?.('#caption .token');
-    if (token) {
-      const t = [...document.querySelectorAll('#caption .token')].indexOf(token);
-      show(t);
-      if (slider() && V.ready.has(V.urls[t])) slider().value = String(t + 1);
-    }
-    else if (e.target.closest?.('#next')) show(current() + 1);
-    else if (e.target.closest?.('#prev')) show(current() - 1);
-  }, true);
-  document.addEventListener('input', (e) => {
-    if (e.target.closest?.('#step')) show(Number(e.target.value) - 1);
-  }, true);
-})();
-</script>
-"""
 
 
 class PhotoInput(gr.Image):
@@ -267,7 +97,7 @@ class Handlers:
         reply = self._step_reply(ex, 1, st, coverage=False)
         self.studio.prerender(ex, st)
         return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *reply,
-                S.view_urls_html(self.studio.view_paths(ex, st)))
+                P.view_urls_html(self.studio.view_paths(ex, st)))
 
     def _trace_views(self, ex):
         return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
@@ -285,8 +115,8 @@ class Handlers:
         ex.go_to(t)
         words = [w for w, _ in ex.trace.steps[ex.step].alternatives]
         return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
-                self.studio.view(ex, st, ex.step), S.caption_tokens(ex), S.step_panel(ex),
-                self.studio.view(ex, st, ex.step, "coverage") if coverage else gr.skip(), S.grid_numbers(ex),
+                self.studio.view(ex, st, ex.step), S.caption_tokens(ex), P.step_panel(ex),
+                self.studio.view(ex, st, ex.step, "coverage") if coverage else gr.skip(), P.grid_numbers(ex),
                 gr.Radio(choices=words, value=None))
 
     @friendly
@@ -294,13 +124,40 @@ class Handlers:
         """Every word's views drawn in the background and their names for the browser to preload
         (stepping then swaps pictures in the page), and the head picker's entries."""
         if ex is None:
-            return "", gr.Dropdown(), None
+            return "", gr.Dropdown(), None, gr.Radio()
+        if (ex.method, ex.trace.caption) not in ex.explained:
+            ex.method = "attention"   # a new caption shows attention until it is explained
         st = _style(*style)
         self.studio.prerender(ex, st).result()   # the page preloads the names it gets: they must exist
         choices = S.head_choices(ex.trace)
-        return S.view_urls_html(self.studio.view_paths(ex, st)), gr.Dropdown(
+        methods = [METHOD_LABELS[m] for m in self.studio.methods(ex.model)]
+        return P.view_urls_html(self.studio.view_paths(ex, st)), gr.Dropdown(
             choices=choices, value=st.head if st.head in choices else S.MEAN_HEADS), \
-            self.studio.view(ex, st, ex.step, "coverage")
+            self.studio.view(ex, st, ex.step, "coverage"), gr.Radio(choices=methods, value=METHOD_LABELS[ex.method])
+
+    @friendly
+    def explain_with(self, ex, label, t, *style, progress=gr.Progress()):
+        """Show another map for every word: computed once for the whole caption (occlusion runs the
+        pipeline on dozens of blurred copies of the photo), then stepping only swaps drawn views."""
+        if ex is None:
+            raise gr.Error("Caption a photo first.")
+        method = next(m for m, text in METHOD_LABELS.items() if text == label)
+        if method != "attention":
+            progress(0.05, desc=f"{label}: every word of the caption")
+            self.studio.explain(ex, method)
+        ex.method = method
+        st = _style(*style)
+        self.studio.prerender(ex, st).result()
+        return (*self._step_reply(ex, t, st), P.view_urls_html(self.studio.view_paths(ex, st)),
+                self.draw_strip(ex, *style))
+
+    @friendly
+    def seen_words(self, ex):
+        """The caption again, its words coloured by how much they depend on the photo (measured last:
+        one more run of the pipeline, after everything stepping needs)."""
+        if ex is None or self.studio.visual_dependence(ex) is None:
+            return gr.HighlightedText()
+        return S.caption_tokens(ex)
 
     @friendly
     def draw_strip(self, ex, *style):
@@ -380,7 +237,7 @@ class Handlers:
         if not name:
             return [], None
         rows = self.studio.triage_rows(name)
-        return rows, gr.Dataframe(value=S.triage_table(rows), headers=S.TRIAGE_COLUMNS)
+        return rows, gr.Dataframe(value=P.triage_table(rows), headers=P.TRIAGE_COLUMNS)
 
     def open_row(self, rows, evt: gr.SelectData):
         row = rows[evt.index[0]] if rows and evt.index is not None else None
@@ -396,19 +253,26 @@ class Handlers:
             raise gr.Error("Caption a photo first.")
         refs = [line.strip() for line in (text or "").splitlines() if line.strip()]
         result = self.studio.score(ex, refs)
-        return S.score_html(ex.trace.caption, result, corpus="CIDEr" in result)
+        return P.score_html(ex.trace.caption, result, corpus="CIDEr" in result)
 
     @friendly
     def diagnose(self, ex):
         if ex is None:
             raise gr.Error("Caption a photo first.")
-        return S.diagnosis(self.studio, ex)
+        return P.diagnosis(self.studio, ex)
+
+    @friendly
+    def trust(self, ex, *style, progress=gr.Progress()):
+        if ex is None:
+            raise gr.Error("Caption a photo first.")
+        progress(0.05, desc="every method's maps, then the selected word's deletion curves")
+        return P.trust_card(self.studio, ex, _style(*style))
 
     @friendly
     def hide(self, ex):
         if ex is None:
             raise gr.Error("Caption a photo first.")
-        return S.occlusion(self.studio, ex)
+        return P.occlusion(self.studio, ex)
 
     @friendly
     def click_photo(self, ex, mode, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_,
@@ -421,18 +285,22 @@ class Handlers:
             return gr.HTML(), gr.Image()
         x, y = evt.index[:2]
         if mode == HIDE:
-            return S.occlusion(self.studio, ex, [S.unit_at(ex, x, y)]), gr.Image(visible=False)
-        page, result = S.steering(self.studio, ex, x, y)
+            return P.occlusion(self.studio, ex, [S.unit_at(ex, x, y)]), gr.Image(visible=False)
+        page, result = P.steering(self.studio, ex, x, y)
         one = S.Exploration(ex.photo, ex.model, ex.settings, [result.trace], display=ex.display)
         return page, gr.Image(value=self.studio.view(one, _style(*style), result.step), visible=True)
 
     @friendly
-    def compare(self, ex, names, mode, text, *style):
+    def compare(self, ex, names, mode, text, *style, progress=gr.Progress()):
         if ex is None:
             raise gr.Error("Caption a photo in Explore first; Compare uses the same photo.")
+        if mode == METHODS_MODE:
+            progress(0.05, desc=f"{ex.model}: every method's maps of its caption")
+            traces = self.studio.compare_methods(ex)
+            return traces, gr.Slider(minimum=1, maximum=max(2, len(traces[0].steps)), value=1)
         names = list(names or [])
         if not 1 <= len(names) <= 3:
-            raise gr.Error("Choose 1 to 3 self.models.")
+            raise gr.Error("Choose 1 to 3 models.")
         same = None
         if mode == "Same caption for all":
             same = self.studio.compare_caption(ex, names, text)
@@ -457,223 +325,266 @@ class Handlers:
             k = min(int(t), len(tr.steps)) - 1
             one = S.Exploration(ex.photo, tr.model, ex.settings, [tr], step=k, display=ex.display)
             views.append(self.studio.view(one, st, k))
-            texts.append(S.compare_line(tr, k))
+            texts.append(P.compare_line(tr, k))
         views += [None] * (3 - len(views))
         texts += [""] * (3 - len(texts))
         return [*views, *texts]
 
 
 def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
-    """The app; `lecture`: start in lecture mode (big type, full-screen view, keys; see KEYS)."""
+    """The app; `lecture`: start in lecture mode (big type, full-screen view, keys; see viewer.js).
+    The components go into one namespace `c`, laid out tab by tab, then wired to `Handlers`."""
     os.makedirs(studio.view_dir, exist_ok=True)
     gr.set_static_paths([studio.view_dir])   # views are served as they are: their names are known in advance
     models = sorted(studio.models(), key=lambda m: (m not in DEFAULT_ORDER, DEFAULT_ORDER.index(m) if m in DEFAULT_ORDER else 0, m))
-    h = Handlers(studio, models)
-    examples = [os.path.join(ASSETS, n) for n in sorted(os.listdir(ASSETS)) if n.endswith(".jpg")]
+    h, c = Handlers(studio, models), SimpleNamespace()
     # uploads and served images in Gradio's cache are deleted an hour after they were made
     with gr.Blocks(title="Attention viewer", analytics_enabled=False, delete_cache=(600, 3600)) as demo:
-        explored = gr.State(None, time_to_live=3600)
-        compared = gr.State(None, time_to_live=3600)
+        c.explored = gr.State(None, time_to_live=3600)
+        c.compared = gr.State(None, time_to_live=3600)
         gr.Markdown("## Attention viewer: watch a captioning model look, word by word", elem_id="title")
-        with gr.Tabs(elem_id="tabs") as tabs:
+        with gr.Tabs(elem_id="tabs") as c.tabs:
             with gr.Tab("Explore", id="explore"):
                 with gr.Row():
                     with gr.Column(scale=1, min_width=320, elem_id="inputs"):
-                        photo = PhotoInput(label="Photo: upload, paste or drop", type="filepath", elem_id="photo",
-                                           sources=["upload", "clipboard"], height=260)
-                        gr.Examples(examples, inputs=photo, label="Examples")
-                        model = gr.Dropdown(models, value=models[0] if models else None, label="Model",
-                                            elem_id="model")
-                        with gr.Accordion("Decoding", open=False, elem_classes=HIDDEN):
-                            strategy = gr.Radio(list(S.STRATEGY_LABELS), value="Beam search", label="Strategy",
-                                                elem_id="strategy")
-                            beam = gr.Slider(1, 8, value=3, step=1, label="Beam size")
-                            temperature = gr.Slider(0.1, 2.0, value=1.0, step=0.1, label="Temperature (sampling)")
-                            seed = gr.Number(0, precision=0, label="Seed (sampling, hard attention)")
-                            max_len = gr.Slider(3, 30, value=20, step=1, label="Max words")
-                        run = gr.Button("Caption", variant="primary", elem_id="run")
-                        status = gr.Markdown(elem_id="status")
-                        with gr.Accordion("Overlay", open=True, elem_classes=HIDDEN):
-                            upsampling = gr.Radio(list(UPSAMPLING), value="smooth", label="Upsampling",
-                                                  elem_id="upsampling")
-                            colormap = gr.Dropdown(list(COLORMAPS), value="paper", label="Colours (paper: the "
-                                                   "figures of Show, Attend and Tell)", elem_id="colormap")
-                            opacity = gr.Slider(0.0, 1.0, value=0.8, step=0.05, label="Opacity", elem_id="opacity")
-                            scale = gr.Radio(list(SCALES), value="absolute", elem_id="scale",
-                                             label="Scale: absolute (same brightness, same weight, on every word and "
-                                                   "model) or stretch (each map to its own range)")
-                            show_alpha = gr.Checkbox(True, label="Hard attention: show alpha under the sampled cell")
-                            hard_samples = gr.Slider(1, 20, value=1, step=1, label="Hard attention: cells drawn")
-                            head = gr.Dropdown([S.MEAN_HEADS], value=S.MEAN_HEADS, elem_id="head",
-                                               label="Transformer: which cross-attention map")
+                        _explore_inputs(c, models)
                     with gr.Column(scale=3, elem_id="stage"):
-                        lecture_line = gr.HTML(S.lecture_line(models[0] if models else None),
-                                               elem_id="lecture-line")
-                        caption = gr.HighlightedText(label="Caption: click a word", elem_id="caption",
-                                                     combine_adjacent=False, show_legend=False, show_inline_category=False,
-                                                     interactive=False,
-                                                     color_map={"selected": "#f59e0b", "branched": "#93c5fd"})
-                        view = gr.Image(label="Where the model looked", elem_id="view", interactive=False,
-                                        height=540, format="png")
-                        view_urls = gr.HTML(elem_id="view-urls")   # every word's view, preloaded by KEYS
-                        with gr.Row(elem_id="controls", equal_height=True):
-                            prev_btn = gr.Button("◀ Previous", elem_id="prev", size="sm")
-                            play_btn = gr.Button("▶ Play", elem_id="play", size="sm")
-                            next_btn = gr.Button("Next ▶", elem_id="next", size="sm")
-                            speed = gr.Slider(0.4, 3.0, value=0.9, step=0.1, label="Play: seconds per word",
-                                              elem_id="speed", scale=2)
-                            gr.Checkbox(lecture, label="Lecture mode", elem_id="lecture",   # toggled by KEYS
-                                        interactive=True, scale=1, min_width=140)
-                        with gr.Row(elem_classes=["model-keys"]):   # clicked by the number keys (KEYS)
-                            model_keys = [gr.Button(f"Model {i}", elem_id=f"model-{i}") for i in S.MODEL_KEYS]
-                        step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="step")
-                        click_mode = gr.Radio([STEER, HIDE], value=STEER, label="Clicking the photo", elem_id="click-mode",
-                                              elem_classes=HIDDEN)
-                        with gr.Row(elem_classes=HIDDEN):
-                            clicked = gr.HTML(elem_id="clicked")
-                            steered_view = gr.Image(label="Where you steered it", height=220, interactive=False,
-                                                    elem_id="steered-view", visible=False)
-                        with gr.Row(elem_classes=HIDDEN):
-                            panel = gr.HTML(elem_id="panel")
-                            coverage = gr.Image(label="Coverage: attention summed so far", height=220,
-                                                interactive=False, elem_id="coverage")
-                        with gr.Accordion("Branch: choose another word here and let the model go on", open=False,
-                                          elem_classes=HIDDEN):
-                            alternative = gr.Radio([], label="Next word", elem_id="alternative")
-                            with gr.Row():
-                                branch_btn = gr.Button("Continue with this word", elem_id="branch")
-                                back_btn = gr.Button("Back", elem_id="back")
-                                reset_btn = gr.Button("Reset", elem_id="reset")
-                        beams = gr.Radio([], label="Beams (best first)", elem_id="beams", type="index", elem_classes=HIDDEN)
-                        with gr.Accordion("Diagnose: grounding, attention sanity, occlusion", open=False,
-                                          elem_classes=HIDDEN):
-                            gr.Markdown("Hide where the selected word looked (or choose 'Hide' above and click the "
-                                        "photo), and see how the caption changes.")
-                            with gr.Row():
-                                diagnose_btn = gr.Button("Check this caption", elem_id="diagnose")
-                                occlude_btn = gr.Button("Hide where this word looked", elem_id="occlude")
-                            diagnosis = gr.HTML(elem_id="diagnosis")
-                            occluded = gr.HTML(elem_id="occluded")
-                            references = gr.Textbox(label="References, one per line (filled in for photos of "
-                                                          "the dataset given with --data)", lines=3,
-                                                    elem_id="references")
-                            score_btn = gr.Button("Score the caption against them", elem_id="score")
-                            scores = gr.HTML(elem_id="scores")
-                        with gr.Accordion("All heads of this word (Transformer): layers as rows, heads as columns",
-                                          open=False, elem_classes=HIDDEN):
-                            with gr.Row():
-                                heads_btn = gr.Button("Show every layer and head for the selected word", size="sm",
-                                                      elem_id="heads-show")
-                                png_heads = gr.Button("PNG of all heads", size="sm", elem_id="export-heads")
-                            heads_view = gr.Image(show_label=False, elem_id="heads", interactive=False, format="png")
-                        with gr.Accordion("Raw attention numbers", open=False, elem_classes=HIDDEN):
-                            numbers = gr.HTML(elem_id="numbers")
-                        gr.Markdown("**Every word with its attention** (the paper's figure)", elem_classes=HIDDEN)
-                        strip = gr.Image(show_label=False, elem_id="strip", interactive=False, format="png",
-                                         elem_classes=HIDDEN)
-                        with gr.Row(elem_classes=HIDDEN):
-                            png_view = gr.Button("PNG of this view", size="sm", elem_id="export-view")
-                            png_strip = gr.Button("PNG of the word strip", size="sm", elem_id="export-strip")
-                            gif = gr.Button("Animated GIF", size="sm", elem_id="export-gif")
-                            json_btn = gr.Button("JSON trace", size="sm", elem_id="export-json")
-                        download = gr.File(label="Download", elem_id="download", interactive=False, visible=False,
-                                           elem_classes=HIDDEN)
+                        _explore_stage(c, models, lecture)
+                        _explore_panels(c)
             with gr.Tab("Compare", id="compare"):
-                gr.Markdown("Same photo (from Explore), 2 or 3 models, synchronised words.")
-                with gr.Row():
-                    cmp_models = gr.CheckboxGroup(models, value=models[:3], label="Models", elem_id="cmp-models")
-                    cmp_mode = gr.Radio(["Each model's own caption", "Same caption for all"],
-                                        value="Same caption for all", label="Words", elem_id="cmp-mode")
-                    cmp_text = gr.Textbox(label="Caption to force (empty: the first model's caption)",
-                                          elem_id="cmp-text")
-                cmp_run = gr.Button("Compare", variant="primary", elem_id="cmp-run")
-                cmp_step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="cmp-step")
-                with gr.Row():
-                    cmp_views = [gr.Image(interactive=False, elem_id=f"cmp-view-{i}", height=380) for i in range(3)]
-                with gr.Row():
-                    cmp_captions = [gr.Markdown(elem_id=f"cmp-caption-{i}") for i in range(3)]
-                cmp_figure = gr.Button("PNG of the paper's figure: one row per model, one column per word",
-                                       size="sm", elem_id="cmp-figure")
-                cmp_download = gr.File(label="Download", elem_id="cmp-download", interactive=False, visible=False)
+                _compare_tab(c, models)
             with gr.Tab("Triage", id="triage"):
-                gr.Markdown(f"Runs of `python -m viewer triage --out {studio.triage_dir}/NAME ...`, worst first. "
-                            "Click a row to open that photo in Explore.")
-                with gr.Row():
-                    triage_run = gr.Dropdown(studio.triage_runs(), label="Run", elem_id="triage-run")
-                    triage_refresh = gr.Button("Refresh the list", size="sm")
-                triage_table = gr.Dataframe(interactive=False, elem_id="triage-table", wrap=True)
-                triage_rows = gr.State([])
-        timer = gr.Timer(0.9, active=False)
-        playing = gr.State(False)
-
-        style_inputs = [upsampling, colormap, opacity, scale, show_alpha, hard_samples, head]
-        step_outputs = [step, view, caption, panel, coverage, numbers, alternative]
-
-        render_step = dict(fn=h.show_step, inputs=[explored, step, *style_inputs], outputs=step_outputs,
-                           show_progress="hidden")
-        views_after = dict(fn=h.after_decode, inputs=[explored, *style_inputs], outputs=[view_urls, head, coverage],
-                           show_progress="hidden")
-        strip_after = dict(fn=h.draw_strip, inputs=[explored, *style_inputs], outputs=strip, show_progress="hidden")
-
-        def decoded(event):
-            """After anything that brings a new trace: its views, then its word strip."""
-            return event.success(**views_after).success(**strip_after)
-        decode_inputs = [photo, model, strategy, beam, temperature, seed, max_len, *style_inputs]
-        said = dict(fn=lambda ex: S.lecture_line(ex.model if ex else None), inputs=explored, outputs=lecture_line,
-                    show_progress="hidden")
-        # the progress overlay on the view alone: drawn over every output, its timers cost a 2-core
-        # machine's browser more than the caption itself
-        captioned = run.click(h.caption_photo, decode_inputs, [explored, beams, status, *step_outputs, view_urls],
-                              concurrency_limit=4, show_progress_on=view)
-        decoded(captioned)
-        captioned.success(**said)
-        for key, btn in enumerate(model_keys, 1):   # lecture number keys: that model, on the same photo
-            captioned = btn.click(functools.partial(h.pick_model, key), None, model).success(
-                h.caption_photo, decode_inputs, [explored, beams, status, *step_outputs, view_urls], concurrency_limit=4,
-                show_progress_on=view)
-            decoded(captioned)
-            captioned.success(**said)
-        speed.change(lambda s: gr.Timer(value=float(s)), speed, timer, show_progress="hidden")
-        step.input(h.show_step, [explored, step, *style_inputs], step_outputs, show_progress="hidden")
-        for control in style_inputs:
-            control.change(h.restyle, [explored, step, *style_inputs], [*step_outputs, view_urls, strip],
-                           show_progress="hidden")
-        prev_btn.click(functools.partial(h.move, -1), [explored, step, *style_inputs], step_outputs,
-                       show_progress="hidden")
-        next_btn.click(functools.partial(h.move, +1), [explored, step, *style_inputs], step_outputs,
-                       show_progress="hidden")
-        caption.select(h.click_word, [explored, *style_inputs], step_outputs, show_progress="hidden")
-        play_btn.click(h.toggle_play, [explored, step, playing], [timer, playing, play_btn, step]).success(**render_step)
-        timer.tick(h.tick, [explored, step, *style_inputs], [*step_outputs, timer, playing, play_btn],
-                   show_progress="hidden")
-        decoded(branch_btn.click(h.branch, [explored, step, alternative, *style_inputs],
-                                 [explored, step, beams]).success(**render_step))
-        for btn, how in ((back_btn, "back"), (reset_btn, "reset")):
-            decoded(btn.click(functools.partial(h.undo, how), [explored, *style_inputs],
-                              [explored, step, beams]).success(**render_step))
-        decoded(beams.select(h.choose_beam, [explored, beams, *style_inputs], [explored, step]).success(**render_step))
-        heads_btn.click(h.show_heads, [explored, *style_inputs], heads_view)
-        for btn, kind in ((png_view, "view"), (png_strip, "strip"), (png_heads, "heads"), (gif, "gif"),
-                          (json_btn, "json")):
-            btn.click(functools.partial(h.export, kind), [explored, step, *style_inputs], download)
-        triage_run.change(h.load_triage, triage_run, [triage_rows, triage_table])
-        triage_refresh.click(lambda: gr.Dropdown(choices=studio.triage_runs()), None, triage_run)
-        decoded(triage_table.select(h.open_row, triage_rows, [photo, model, tabs]).success(
-            h.caption_photo, [photo, model, strategy, beam, temperature, seed, max_len, *style_inputs],
-            [explored, beams, status, *step_outputs]))
-        diagnose_btn.click(h.diagnose, explored, diagnosis)
-        score_btn.click(h.score, [explored, references], scores)
-        photo.change(lambda path: "\n".join(studio.references_for(path or "")), photo, references,
-                     show_progress="hidden")
-        occlude_btn.click(h.hide, explored, occluded)
-        view.select(h.click_photo, [explored, click_mode, *style_inputs], [clicked, steered_view])
-        cmp_run.click(h.compare, [explored, cmp_models, cmp_mode, cmp_text, *style_inputs], [compared, cmp_step])
-        cmp_step.change(h.show_compare, [explored, compared, cmp_step, *style_inputs], [*cmp_views, *cmp_captions],
-                        show_progress="hidden")
-        cmp_figure.click(h.export_figure, [explored, compared, *style_inputs], cmp_download)
-        compared.change(h.show_compare, [explored, compared, cmp_step, *style_inputs], [*cmp_views, *cmp_captions],
-                        show_progress="hidden")
+                _triage_tab(c, studio)
+        c.timer = gr.Timer(0.9, active=False)
+        c.playing = gr.State(False)
+        c.style = [c.upsampling, c.colormap, c.opacity, c.scale, c.show_alpha, c.hard_samples, c.head]
+        c.step_outputs = [c.step, c.view, c.caption, c.panel, c.coverage, c.numbers, c.alternative]
+        _wire_explore(c, h)
+        _wire_branching(c, h)
+        _wire_tools(c, h, studio)
     return demo
+
+
+def _explore_inputs(c, models: list[str]):
+    """Explore, left column: the photo, the model, decoding and overlay settings."""
+    examples = [os.path.join(ASSETS, n) for n in sorted(os.listdir(ASSETS)) if n.endswith(".jpg")]
+    c.photo = PhotoInput(label="Photo: upload, paste or drop", type="filepath", elem_id="photo",
+                       sources=["upload", "clipboard"], height=260)
+    gr.Examples(examples, inputs=c.photo, label="Examples")
+    c.model = gr.Dropdown(models, value=models[0] if models else None, label="Model",
+                        elem_id="model")
+    with gr.Accordion("Decoding", open=False, elem_classes=HIDDEN):
+        c.strategy = gr.Radio(list(S.STRATEGY_LABELS), value="Beam search", label="Strategy",
+                            elem_id="strategy")
+        c.beam = gr.Slider(1, 8, value=3, step=1, label="Beam size")
+        c.temperature = gr.Slider(0.1, 2.0, value=1.0, step=0.1, label="Temperature (sampling)")
+        c.seed = gr.Number(0, precision=0, label="Seed (sampling, hard attention)")
+        c.max_len = gr.Slider(3, 30, value=20, step=1, label="Max words")
+    c.run = gr.Button("Caption", variant="primary", elem_id="run")
+    c.status = gr.Markdown(elem_id="status")
+    with gr.Accordion("Overlay", open=True, elem_classes=HIDDEN):
+        c.upsampling = gr.Radio(list(UPSAMPLING), value="smooth", label="Upsampling",
+                              elem_id="upsampling")
+        c.colormap = gr.Dropdown(list(COLORMAPS), value="paper", label="Colours (paper: the "
+                               "figures of Show, Attend and Tell)", elem_id="colormap")
+        c.opacity = gr.Slider(0.0, 1.0, value=0.8, step=0.05, label="Opacity", elem_id="opacity")
+        c.scale = gr.Radio(list(SCALES), value="absolute", elem_id="scale",
+                         label="Scale: absolute (same brightness, same weight, on every word and "
+                               "model) or stretch (each map to its own range)")
+        c.show_alpha = gr.Checkbox(True, label="Hard attention: show alpha under the sampled cell")
+        c.hard_samples = gr.Slider(1, 20, value=1, step=1, label="Hard attention: cells drawn")
+        c.head = gr.Dropdown([S.MEAN_HEADS], value=S.MEAN_HEADS, elem_id="head",
+                           label="Transformer: which cross-attention map")
+
+
+def _explore_stage(c, models: list[str], lecture: bool):
+    """Explore, the stage: caption, view, stepping and playing, lecture mode, clicking the photo."""
+    c.lecture_line = gr.HTML(P.lecture_line(models[0] if models else None),
+                           elem_id="lecture-line")
+    c.caption = gr.HighlightedText(label="Caption: click a word (grey: guessed, the word barely depends on the photo; "
+                                         "red: an object said, not seen)", elem_id="caption",
+                                   combine_adjacent=False, show_legend=False, show_inline_category=False,
+                                   interactive=False, color_map={"selected": "#f59e0b", "branched": "#93c5fd",
+                                                                 "guessed": "#e2e8f0", "said, not seen": "#fca5a5"})
+    c.view = gr.Image(label="Where the model looked", elem_id="view", interactive=False,
+                    height=540, format="png")
+    c.view_urls = gr.HTML(elem_id="view-urls")   # every word's view, preloaded by viewer.js
+    with gr.Row(elem_id="controls", equal_height=True):
+        c.prev_btn = gr.Button("◀ Previous", elem_id="prev", size="sm")
+        c.play_btn = gr.Button("▶ Play", elem_id="play", size="sm")
+        c.next_btn = gr.Button("Next ▶", elem_id="next", size="sm")
+        c.speed = gr.Slider(0.4, 3.0, value=0.9, step=0.1, label="Play: seconds per word",
+                          elem_id="speed", scale=2)
+        gr.Checkbox(lecture, label="Lecture mode", elem_id="lecture",   # toggled by viewer.js
+                    interactive=True, scale=1, min_width=140)
+    with gr.Row(elem_classes=["model-keys"]):   # clicked by the number keys (viewer.js)
+        c.model_keys = [gr.Button(f"Model {i}", elem_id=f"model-{i}") for i in MODEL_KEYS]
+    c.step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="step")
+    c.explain_with = gr.Radio([METHOD_LABELS["attention"]], value=METHOD_LABELS["attention"], elem_id="explain-with",
+                              label="Explain with: where the model looked (attention), or what the word used "
+                                    "(maps computed for the whole caption)", elem_classes=HIDDEN)
+    c.click_mode = gr.Radio([STEER, HIDE], value=STEER, label="Clicking the photo", elem_id="click-mode",
+                          elem_classes=HIDDEN)
+    with gr.Row(elem_classes=HIDDEN):
+        c.clicked = gr.HTML(elem_id="clicked")
+        c.steered_view = gr.Image(label="Where you steered it", height=220, interactive=False,
+                                elem_id="steered-view", visible=False)
+
+
+def _explore_panels(c):
+    """Explore, under the view: the word's panel, branching, beams, Diagnose, heads, numbers, exports."""
+    with gr.Row(elem_classes=HIDDEN):
+        c.panel = gr.HTML(elem_id="panel")
+        c.coverage = gr.Image(label="Coverage: attention summed so far", height=220,
+                            interactive=False, elem_id="coverage")
+    with gr.Accordion("Branch: choose another word here and let the model go on", open=False,
+                      elem_classes=HIDDEN):
+        c.alternative = gr.Radio([], label="Next word", elem_id="alternative")
+        with gr.Row():
+            c.branch_btn = gr.Button("Continue with this word", elem_id="branch")
+            c.back_btn = gr.Button("Back", elem_id="back")
+            c.reset_btn = gr.Button("Reset", elem_id="reset")
+    c.beams = gr.Radio([], label="Beams (best first)", elem_id="beams", type="index", elem_classes=HIDDEN)
+    with gr.Accordion("Diagnose: grounding, attention sanity, occlusion, which map to trust", open=False,
+                      elem_classes=HIDDEN):
+        gr.Markdown("Hide where the selected word looked (or choose 'Hide' above and click the "
+                    "photo), and see how the caption changes.")
+        with gr.Row():
+            c.diagnose_btn = gr.Button("Check this caption", elem_id="diagnose")
+            c.trust_btn = gr.Button("Which map to trust for this word", elem_id="trust-btn")
+            c.occlude_btn = gr.Button("Hide where this word looked", elem_id="occlude")
+        c.diagnosis = gr.HTML(elem_id="diagnosis")
+        c.trust = gr.HTML(elem_id="trust")
+        c.occluded = gr.HTML(elem_id="occluded")
+        c.references = gr.Textbox(label="References, one per line (filled in for photos of "
+                                      "the dataset given with --data)", lines=3,
+                                elem_id="references")
+        c.score_btn = gr.Button("Score the caption against them", elem_id="score")
+        c.scores = gr.HTML(elem_id="scores")
+    with gr.Accordion("All heads of this word (Transformer): layers as rows, heads as columns",
+                      open=False, elem_classes=HIDDEN):
+        with gr.Row():
+            c.heads_btn = gr.Button("Show every layer and head for the selected word", size="sm",
+                                  elem_id="heads-show")
+            c.png_heads = gr.Button("PNG of all heads", size="sm", elem_id="export-heads")
+        c.heads_view = gr.Image(show_label=False, elem_id="heads", interactive=False, format="png")
+    with gr.Accordion("Raw attention numbers", open=False, elem_classes=HIDDEN):
+        c.numbers = gr.HTML(elem_id="numbers")
+    gr.Markdown("**Every word with its attention** (the paper's figure)", elem_classes=HIDDEN)
+    c.strip = gr.Image(show_label=False, elem_id="strip", interactive=False, format="png",
+                     elem_classes=HIDDEN)
+    with gr.Row(elem_classes=HIDDEN):
+        c.png_view = gr.Button("PNG of this view", size="sm", elem_id="export-view")
+        c.png_strip = gr.Button("PNG of the word strip", size="sm", elem_id="export-strip")
+        c.gif = gr.Button("Animated GIF", size="sm", elem_id="export-gif")
+        c.json_btn = gr.Button("JSON trace", size="sm", elem_id="export-json")
+    c.download = gr.File(label="Download", elem_id="download", interactive=False, visible=False,
+                       elem_classes=HIDDEN)
+
+
+def _compare_tab(c, models: list[str]):
+    """Compare: the same photo, 2-3 models, synchronised words."""
+    gr.Markdown("Same photo (from Explore), 2 or 3 models, synchronised words.")
+    with gr.Row():
+        c.cmp_models = gr.CheckboxGroup(models, value=models[:3], label="Models", elem_id="cmp-models")
+        c.cmp_mode = gr.Radio(["Each model's own caption", "Same caption for all", METHODS_MODE],
+                            value="Same caption for all", label="Words", elem_id="cmp-mode")
+        c.cmp_text = gr.Textbox(label="Caption to force (empty: the first model's caption)",
+                              elem_id="cmp-text")
+    c.cmp_run = gr.Button("Compare", variant="primary", elem_id="cmp-run")
+    c.cmp_step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="cmp-step")
+    with gr.Row():
+        c.cmp_views = [gr.Image(interactive=False, elem_id=f"cmp-view-{i}", height=380) for i in range(3)]
+    with gr.Row():
+        c.cmp_captions = [gr.Markdown(elem_id=f"cmp-caption-{i}") for i in range(3)]
+    c.cmp_figure = gr.Button("PNG of the paper's figure: one row per model, one column per word",
+                           size="sm", elem_id="cmp-figure")
+    c.cmp_download = gr.File(label="Download", elem_id="cmp-download", interactive=False, visible=False)
+
+
+def _triage_tab(c, studio: S.Studio):
+    """Triage: open any row of a triage report in Explore."""
+    gr.Markdown(f"Runs of `python -m viewer triage --out {studio.triage_dir}/NAME ...`, worst first. "
+                "Click a row to open that photo in Explore.")
+    with gr.Row():
+        c.triage_run = gr.Dropdown(studio.triage_runs(), label="Run", elem_id="triage-run")
+        c.triage_refresh = gr.Button("Refresh the list", size="sm")
+    c.triage_table = gr.Dataframe(interactive=False, elem_id="triage-table", wrap=True)
+    c.triage_rows = gr.State([])
+
+
+def _caption_event(c, h: Handlers, trigger):
+    """Caption the photo after `trigger`, then draw every word's views and the word strip. The
+    progress overlay goes on the view alone: drawn over every output, its timers cost a 2-core
+    machine's browser more than the caption itself."""
+    decode_inputs = [c.photo, c.model, c.strategy, c.beam, c.temperature, c.seed, c.max_len, *c.style]
+    captioned = trigger(h.caption_photo, decode_inputs, [c.explored, c.beams, c.status, *c.step_outputs, c.view_urls],
+                        concurrency_limit=4, show_progress_on=c.view)
+    _decoded(c, h, captioned)
+    captioned.success(lambda ex: P.lecture_line(ex.model if ex else None), c.explored, c.lecture_line,
+                      show_progress="hidden")
+
+
+def _decoded(c, h: Handlers, event):
+    """After anything that brings a new trace: its views, then its word strip, then which words it saw."""
+    return event.success(h.after_decode, [c.explored, *c.style], [c.view_urls, c.head, c.coverage, c.explain_with],
+                         show_progress="hidden").success(h.draw_strip, [c.explored, *c.style], c.strip,
+                                                         show_progress="hidden").success(
+        h.seen_words, c.explored, c.caption, show_progress="hidden")
+
+
+def _wire_explore(c, h: Handlers):
+    """Captioning (the button, the lecture number keys), stepping, playing and restyling."""
+    _caption_event(c, h, c.run.click)
+    for key, btn in enumerate(c.model_keys, 1):   # lecture number keys: that model, on the same photo
+        _caption_event(c, h, btn.click(functools.partial(h.pick_model, key), None, c.model).success)
+    word = [c.explored, c.step, *c.style]
+    c.speed.change(lambda s: gr.Timer(value=float(s)), c.speed, c.timer, show_progress="hidden")
+    c.step.input(h.show_step, word, c.step_outputs, show_progress="hidden")
+    for control in c.style:
+        control.change(h.restyle, word, [*c.step_outputs, c.view_urls, c.strip], show_progress="hidden")
+    c.prev_btn.click(functools.partial(h.move, -1), word, c.step_outputs, show_progress="hidden")
+    c.next_btn.click(functools.partial(h.move, +1), word, c.step_outputs, show_progress="hidden")
+    c.caption.select(h.click_word, [c.explored, *c.style], c.step_outputs, show_progress="hidden")
+    c.explain_with.input(h.explain_with, [c.explored, c.explain_with, c.step, *c.style],
+                         [*c.step_outputs, c.view_urls, c.strip], show_progress_on=c.view)
+    c.play_btn.click(h.toggle_play, [c.explored, c.step, c.playing], [c.timer, c.playing, c.play_btn, c.step]
+                     ).success(h.show_step, word, c.step_outputs, show_progress="hidden")
+    c.timer.tick(h.tick, word, [*c.step_outputs, c.timer, c.playing, c.play_btn], show_progress="hidden")
+
+
+def _wire_branching(c, h: Handlers):
+    """Branch from a word, back, reset, and choosing a beam: each brings a new trace."""
+    def then_show(event):
+        _decoded(c, h, event.success(h.show_step, [c.explored, c.step, *c.style], c.step_outputs,
+                                     show_progress="hidden"))
+    then_show(c.branch_btn.click(h.branch, [c.explored, c.step, c.alternative, *c.style], [c.explored, c.step, c.beams]))
+    for btn, how in ((c.back_btn, "back"), (c.reset_btn, "reset")):
+        then_show(btn.click(functools.partial(h.undo, how), [c.explored, *c.style], [c.explored, c.step, c.beams]))
+    then_show(c.beams.select(h.choose_beam, [c.explored, c.beams, *c.style], [c.explored, c.step]))
+
+
+def _wire_tools(c, h: Handlers, studio: S.Studio):
+    """Heads, exports, triage, Diagnose, clicking the photo, Compare."""
+    c.heads_btn.click(h.show_heads, [c.explored, *c.style], c.heads_view)
+    for btn, kind in ((c.png_view, "view"), (c.png_strip, "strip"), (c.png_heads, "heads"), (c.gif, "gif"),
+                      (c.json_btn, "json")):
+        btn.click(functools.partial(h.export, kind), [c.explored, c.step, *c.style], c.download)
+    c.triage_run.change(h.load_triage, c.triage_run, [c.triage_rows, c.triage_table])
+    c.triage_refresh.click(lambda: gr.Dropdown(choices=studio.triage_runs()), None, c.triage_run)
+    _caption_event(c, h, c.triage_table.select(h.open_row, c.triage_rows, [c.photo, c.model, c.tabs]).success)
+    c.diagnose_btn.click(h.diagnose, c.explored, c.diagnosis)
+    c.trust_btn.click(h.trust, [c.explored, *c.style], c.trust)
+    c.score_btn.click(h.score, [c.explored, c.references], c.scores)
+    c.photo.change(lambda path: "\n".join(studio.references_for(path or "")), c.photo, c.references,
+                   show_progress="hidden")
+    c.occlude_btn.click(h.hide, c.explored, c.occluded)
+    c.view.select(h.click_photo, [c.explored, c.click_mode, *c.style], [c.clicked, c.steered_view])
+    shown = [c.explored, c.compared, c.cmp_step, *c.style], [*c.cmp_views, *c.cmp_captions]
+    c.cmp_run.click(h.compare, [c.explored, c.cmp_models, c.cmp_mode, c.cmp_text, *c.style], [c.compared, c.cmp_step])
+    c.cmp_step.change(h.show_compare, *shown, show_progress="hidden")
+    c.compared.change(h.show_compare, *shown, show_progress="hidden")
+    c.cmp_figure.click(h.export_figure, [c.explored, c.compared, *c.style], c.cmp_download)
 
 
 THEME = gr.themes.Soft(primary_hue="amber", neutral_hue="slate")

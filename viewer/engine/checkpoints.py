@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import subprocess
 
 import torch
@@ -25,6 +26,8 @@ ENCODER_PREFIX = "encoder."   # an imported model's own grid encoder, stored nex
 
 FORMAT = "attention-viewer-checkpoint/1"
 REQUIRED = ("format", "name", "model_type", "hparams", "vocab", "vision_spec_key")
+# metadata keys (at any depth) that hold file paths: an absolute one keeps only its base name on save
+PATH_KEYS = ("averaged_from", "init_from", "data", "out", "cache", "file")
 
 
 class CheckpointError(ValueError):
@@ -71,6 +74,29 @@ def code_version() -> str:
         return "unknown"
 
 
+def _portable_path(value):
+    """An absolute path (POSIX, Windows or ~) cut to its base name; anything else as it is."""
+    if isinstance(value, str) and (os.path.isabs(value) or value.startswith("~") or re.match(r"[A-Za-z]:[\\/]", value)):
+        return re.split(r"[\\/]", value.rstrip("\\/"))[-1]
+    return value
+
+
+def portable(meta):
+    """The metadata without the writing machine's paths: every absolute path under a `PATH_KEYS` key, at any
+    depth (alone or in a list), becomes its base name (/work/main/runs/x/last.safetensors -> last.safetensors)."""
+    if isinstance(meta, list):
+        return [portable(v) for v in meta]
+    if not isinstance(meta, dict):
+        return meta
+    out = {}
+    for k, v in meta.items():
+        if k in PATH_KEYS and isinstance(v, (str, list)):
+            out[k] = [_portable_path(x) for x in v] if isinstance(v, list) else _portable_path(v)
+        else:
+            out[k] = portable(v)
+    return out
+
+
 def save(path: str, model: CaptionModel, vocab: Vocabulary, name: str, model_type: str, hparams: dict,
          extra: dict | None = None, half: bool = True, vision_spec: VisionSpec = SPEC,
          encoder_tensors: dict[str, torch.Tensor] | None = None) -> None:
@@ -79,6 +105,7 @@ def save(path: str, model: CaptionModel, vocab: Vocabulary, name: str, model_typ
             "vision_spec_key": vision_spec.key, "vision_spec": vision_spec.to_json(),
             "date": datetime.datetime.now().isoformat(timespec="seconds"), "code_version": code_version(),
             **(extra or {})}
+    meta = portable(meta)
     clashing = [k for k in model.state_dict() if k.startswith(ENCODER_PREFIX)]
     if clashing:  # load() would take these weights for an imported image encoder
         raise ValueError(f"{model_type}: weight names may not start with {ENCODER_PREFIX!r} ({clashing[0]})")
@@ -97,6 +124,18 @@ def ship(loaded: LoadedModel, path: str, name: str, updates: dict) -> None:
                                                         "vision_spec_key", "vision_spec", "date", "code_version")}
     save(path, loaded.model, loaded.vocab, name, meta["model_type"], meta["hparams"], extra, half=True,
          vision_spec=loaded.vision_spec, encoder_tensors=loaded.encoder_tensors)
+
+
+def update_meta(path: str, updates: dict) -> dict:
+    """Rewrite a checkpoint's metadata in place: `updates` merged in at the top level, machine paths
+    stripped (`portable`); the tensors are copied as stored, bit for bit. Returns the new metadata."""
+    meta = portable({**read_meta(path), **updates})
+    with safe_open(path, framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    tmp = path + ".tmp"
+    save_file(tensors, tmp, metadata={"viewer": json.dumps(meta)})
+    os.replace(tmp, path)
+    return meta
 
 
 def read_meta(path: str) -> dict:
@@ -185,7 +224,7 @@ def average(paths: list[str], out: str, weights: list[float] | None = None) -> L
     first.model.float().load_state_dict(mean)
     extra = {k: v for k, v in first.meta.items() if k in ("training", "imported_from")}
     save(out, first.model, first.vocab, first.name, first.meta["model_type"], first.meta["hparams"],
-         {**extra, "averaged_from": [os.path.abspath(p) for p in paths], "average_weights": weights}, half=False,
+         {**extra, "averaged_from": list(paths), "average_weights": weights}, half=False,
          vision_spec=first.vision_spec, encoder_tensors=first.encoder_tensors)
     return load(out)
 

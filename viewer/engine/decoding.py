@@ -78,8 +78,8 @@ class Ending(NamedTuple):
 @torch.no_grad()
 def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, settings: DecodeSettings,
            vocab: Vocabulary, prefixes: list[list[int]] | None = None,
-           steer: tuple[int, torch.Tensor] | None = None, init_mask: torch.Tensor | None = None
-           ) -> list[list[Hypothesis]]:
+           steer: tuple[int, torch.Tensor] | None = None, init_mask: torch.Tensor | None = None,
+           hide: tuple[int, torch.Tensor] | None = None) -> list[list[Hypothesis]]:
     """Decode a batch of images; returns, per image, its hypotheses best first (beam: `beam_size`).
 
     <pad> and <start> are never generated (a forced prefix may still contain anything).
@@ -87,6 +87,8 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     at step t instead of where the model would look; the other steps are the model's own.
     `init_mask`: what the initial state sees, if not `mask` (faithfulness.py: hide units from the
     attention only, keeping them in the mean feature that starts an LSTM).
+    `hide` = (t, masks (n_img, K)): at step t only, the model sees `masks` instead of `mask`
+    (`model.with_mask`): hiding units at one word's own step, every other step seeing them.
     """
     start, end = vocab.start, vocab.end
     model.eval()
@@ -95,6 +97,8 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
         raise ValueError("forced decoding needs the caption to score")
     if steer is not None and steer[1].shape != mask.shape:
         raise ValueError(f"steering needs one map of {mask.shape[1]} weights per image, not {tuple(steer[1].shape)}")
+    if hide is not None and hide[1].shape != mask.shape:
+        raise ValueError(f"hiding needs one mask of {mask.shape[1]} units per image, not {tuple(hide[1].shape)}")
     prefixes = prefixes or [[] for _ in range(n_img)]
     longest = max(len(p) for p in prefixes)
     max_len = longest if settings.strategy == "forced" else max(settings.max_len, longest + 1)
@@ -114,8 +118,15 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     for t in range(max_len):
         if steer is not None and t == steer[0]:
             state["steer"] = steer[1].to(device).repeat_interleave(k, 0)
+        seen = None
+        if hide is not None and t == hide[0]:   # one step only: what the hiding replaces comes back after it
+            hidden = model.with_mask(state, hide[1].to(device).repeat_interleave(k, 0))
+            seen = {key: state[key] for key, v in hidden.items() if state.get(key) is not v}
+            state = hidden
         step, state = model.forward_step(state, words)
         state.pop("steer", None)   # one step only
+        if seen:
+            state.update(seen)
         logp = F.log_softmax(step.logits.float().index_fill(1, banned, float("-inf")), dim=-1)
         top_lp, top_ids = logp.topk(min(settings.top_k, logp.shape[1]), dim=-1)
         record = {"attention": step.attention, "top_ids": top_ids, "top_lp": top_lp,

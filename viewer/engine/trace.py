@@ -122,7 +122,7 @@ class AttentionTrace:
                                    [(a["word"], a["prob"]) for a in s.get("alternatives", [])],
                                    s.get("beta"), None if sample is None else sample[0] * len(s["grid"]) + sample[1],
                                    heads, s.get("steered", False)))
-        return cls(obj["model"], obj.get("attends_to", "grid" if boxes is None else "regions"), steps,
+        return cls(obj["model"], obj.get("attends_to", AttendsTo.GRID if boxes is None else AttendsTo.REGIONS), steps,
                    obj["width"], obj["height"], obj.get("image", ""), obj.get("score", 0.0),
                    obj.get("finished", True), boxes, labels, scores)
 

@@ -156,8 +156,42 @@ def startup(checkpoint_dir: str | None = None, repeats: int = 3, timeout: float 
             "import_torch_s": round(seconds(["-c", "import torch"]), 2)}
 
 
+EXPLAIN_TARGETS = {"occlusion_caption_s": {"grid": 3.0, "regions": 8.0}, "gradcam_word_s": 0.3}
+
+
+def explain_timings(captioner: Captioner, model: str, photos, settings: DecodeSettings) -> dict:
+    """Seconds per photo (median over `photos`, each on the model's own caption): occlusion maps of the
+    whole caption, Grad-CAM per word, relevancy per word (transformer), deletion curves of one word
+    (one method), beside the issue's targets (occlusion <= 3 s grid / 8 s regions; Grad-CAM <= 0.3 s/word)."""
+    from ..analysis.explain import Pipeline, available_methods, gradcam_maps, occlusion_maps, relevancy_maps
+    from ..analysis.pixel_faithfulness import deletion
+    lm = captioner.model(model)
+    methods = available_methods(captioner, model)
+    if "occlusion" not in methods:
+        return {"skipped": "no photo-space maps for this model"}
+    found = {k: [] for k in ("occlusion_caption_s", "gradcam_word_s", "relevancy_word_s", "deletion_word_s", "words")}
+    for photo in photos:
+        caption = captioner.caption([photo], model, settings)[0][0].caption
+        pipe = Pipeline(captioner, photo, model, caption)
+        pipe.base()
+        occ, t_occ = _timed(lambda: occlusion_maps(pipe))
+        _, t_cam = _timed(lambda: gradcam_maps(pipe))
+        found["occlusion_caption_s"].append(t_occ)
+        found["gradcam_word_s"].append(t_cam / pipe.steps)
+        if "relevancy" in methods:
+            found["relevancy_word_s"].append(_timed(lambda: relevancy_maps(pipe))[1] / pipe.steps)
+        found["deletion_word_s"].append(_timed(lambda: deletion(pipe, {"occlusion": occ}, steps=[0]))[1])
+        found["words"].append(pipe.steps)
+    out = {k: round(float(np.median(v)), 3) for k, v in found.items() if v}
+    kind = "regions" if lm.attends_to == AttendsTo.REGIONS else "grid"
+    out["targets"] = {"occlusion_caption_s": EXPLAIN_TARGETS["occlusion_caption_s"][kind],
+                      "gradcam_word_s": EXPLAIN_TARGETS["gradcam_word_s"]}
+    out["meets"] = {k: bool(out[k] <= v) for k, v in out["targets"].items()}
+    return out
+
+
 def run(models: list[str], image_paths: list[str], device: str | None = None, repeats: int = 5,
-        beam: int = 3, checkpoint_dir: str | None = None) -> dict:
+        beam: int = 3, checkpoint_dir: str | None = None, explain: bool = False) -> dict:
     captioner = Captioner(device) if checkpoint_dir is None else Captioner(device, checkpoint_dir=checkpoint_dir)
     photos = [load_photo(p) for p in image_paths]
     settings = DecodeSettings(strategy="beam", beam_size=beam)
@@ -176,6 +210,8 @@ def run(models: list[str], image_paths: list[str], device: str | None = None, re
             "batch_images_per_s": throughput(captioner, model, photos, settings),
             "batching": batching_speedup(captioner, model, photos, beam),
         }
+        if explain:
+            result["models"][model]["explain"] = explain_timings(captioner, model, photos, settings)
     result["peak_memory_mb"] = peak_memory_mb(captioner.device)
     return result
 
@@ -192,6 +228,19 @@ def table(result: dict) -> str:
                      + " | ".join(str(e[k]["median_ms"]) for k in ("preprocess", "encoder", "detector", "decode", "trace"))
                      + f" | {r['render_1024x768']['median_ms']} | {r['batch_images_per_s']} | "
                      f"{r['batching']['speedup']}x |")
+    explained = {n: r["explain"] for n, r in result["models"].items() if "explain" in r}
+    if explained:
+        lines += ["", "explanations, seconds per photo (median; its own caption): targets occlusion <= 3 s (grid) / "
+                      "8 s (regions), Grad-CAM <= 0.3 s per word",
+                  "| model | words | occlusion, whole caption | Grad-CAM per word | relevancy per word | "
+                  "deletion, one word | meets targets |", "|---|---|---|---|---|---|---|"]
+        for name, e in explained.items():
+            if "skipped" in e:
+                lines.append(f"| {name} | {e['skipped']} | | | | | |")
+                continue
+            lines.append(f"| {name} | {e['words']} | {e['occlusion_caption_s']} | {e['gradcam_word_s']} | "
+                         f"{e.get('relevancy_word_s', '-')} | {e['deletion_word_s']} | "
+                         + ", ".join(f"{k.split('_')[0]} {'yes' if v else 'no'}" for k, v in e["meets"].items()) + " |")
     if "startup" in result:
         s = result["startup"]
         lines += ["", f"app start to first page: {s['first_page_s']} s (median of {s['starts']} starts); a fresh "

@@ -51,7 +51,7 @@ class TrainConfig:
     patience: int = 4
     clip: float = 5.0
     dev_beam: int = 3
-    dev_split: str = "dev"         # scored each epoch; "dev-select" keeps the report half unseen
+    dev_split: str = "dev-select"  # scored each epoch; the default keeps the report half ("dev-report") unseen
     dev_images: int = 0            # 0: the whole dev split
     seed: int = 0
     device: str = "cpu"
@@ -147,111 +147,163 @@ def scored_dev_photos(data, cfg: TrainConfig) -> list[str]:
     return paths[: cfg.dev_images] if cfg.dev_images else paths
 
 
-def train(cfg: TrainConfig, log=print) -> dict:
-    torch.manual_seed(cfg.seed)
-    random.seed(cfg.seed)
+def check_config(cfg: TrainConfig) -> None:
+    """Refuse settings that cannot mean what they say, before any data is read."""
     if cfg.model not in REGISTRY:
         raise ValueError(f"unknown model type {cfg.model!r}; known: {', '.join(sorted(REGISTRY))}")
-    device = torch.device(cfg.device)
+    if cfg.scst and cfg.ground_weight > 0:
+        raise ValueError("--scst does not use --ground-weight (self-critical batches have no grounding targets): "
+                         "run them as two fine-tunes")
+
+
+@dataclass
+class Run:
+    """One training run's state, built by `_prepare` and `_build`; `train` loops over epochs with it."""
+    cfg: TrainConfig
+    device: torch.device
+    data: object = None
+    train_paths: list = field(default_factory=list)
+    dev_paths: list = field(default_factory=list)
+    cache: FeatureCache | None = None
+    vocab: Vocabulary | None = None
+    model: torch.nn.Module | None = None
+    hparams: dict = field(default_factory=dict)
+    resumed: checkpoints.LoadedModel | None = None
+
+
+def _prepare(cfg: TrainConfig, log) -> Run:
+    """The splits (the dev photos scored each epoch stand in for "dev") and their cached features."""
+    run = Run(cfg, torch.device(cfg.device))
     os.makedirs(cfg.out, exist_ok=True)
-    data = load_dataset(cfg.data)
-    train_paths, dev_paths = data.split("train"), scored_dev_photos(data, cfg)
-    data.splits["dev"] = dev_paths
-    cache = FeatureCache(cfg.cache)
-    if cache.missing(train_paths + dev_paths):
-        cache.build(train_paths + dev_paths, VisionStack(device), log=log)
+    run.data = load_dataset(cfg.data)
+    run.train_paths, run.dev_paths = run.data.split("train"), scored_dev_photos(run.data, cfg)
+    run.data.splits["dev"] = run.dev_paths
+    run.cache = FeatureCache(cfg.cache)
+    if run.cache.missing(run.train_paths + run.dev_paths):
+        run.cache.build(run.train_paths + run.dev_paths, VisionStack(run.device), log=log)
+    return run
 
+
+def _build(run: Run, log) -> None:
+    """The vocabulary and model: resumed from last.safetensors, or new (optionally warm-started)."""
+    cfg, device = run.cfg, run.device
     last_path = os.path.join(cfg.out, "last.safetensors")
-    resumed = None
     if cfg.resume and os.path.exists(last_path):
-        resumed = checkpoints.load(last_path, device)
-        vocab, model = resumed.vocab, resumed.model
-        hparams = resumed.meta["hparams"]
-    else:
-        vocab = Vocabulary.build((c for p in train_paths for c in data.captions[p]), cfg.min_freq)
-        cls_config = REGISTRY[cfg.model][1]
-        hparams = {**cls_config, **cfg.hparams, "vocab_size": len(vocab)}
-        table_probe = cache.load(train_paths[0])
-        x, _ = model_inputs([table_probe], REGISTRY[cfg.model][0].attends_to)
-        hparams["feature_dim"] = x.shape[-1]
-        model = build_model(cfg.model, **hparams).to(device)
-        if cfg.init_from:
-            init = checkpoints.load(cfg.init_from, device)
-            if init.vocab.words != vocab.words:
-                raise ValueError(f"{cfg.init_from}: its vocabulary differs from this data's; cannot warm-start")
-            model.load_state_dict(init.model.state_dict())
-            log(f"warm start from {cfg.init_from}")
-    encoded = {p: [[vocab.start] + vocab.encode(c)[: cfg.max_words] + [vocab.end] for c in data.captions[p]]
-               for p in train_paths}
-    log(f"{cfg.model}: vocabulary {len(vocab)}, {len(train_paths)} train images, {len(dev_paths)} dev images, "
-        f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
-    table = FeatureTable(train_paths, cache, model.attends_to)
-    targets = GroundingTargets(train_paths, cache, model.attends_to, vocab, cfg.ground_weight) \
-        if cfg.ground_weight > 0 else None
+        run.resumed = checkpoints.load(last_path, device)
+        run.vocab, run.model, run.hparams = run.resumed.vocab, run.resumed.model, run.resumed.meta["hparams"]
+        return
+    run.vocab = Vocabulary.build((c for p in run.train_paths for c in run.data.captions[p]), cfg.min_freq)
+    cls_config = REGISTRY[cfg.model][1]
+    run.hparams = {**cls_config, **cfg.hparams, "vocab_size": len(run.vocab)}
+    table_probe = run.cache.load(run.train_paths[0])
+    x, _ = model_inputs([table_probe], REGISTRY[cfg.model][0].attends_to)
+    run.hparams["feature_dim"] = x.shape[-1]
+    run.model = build_model(cfg.model, **run.hparams).to(device)
+    if cfg.init_from:
+        init = checkpoints.load(cfg.init_from, device)
+        if init.vocab.words != run.vocab.words:
+            raise ValueError(f"{cfg.init_from}: its vocabulary differs from this data's; cannot warm-start")
+        run.model.load_state_dict(init.model.state_dict())
+        log(f"warm start from {cfg.init_from}")
 
-    reward = CiderReward({p: data.captions[p] for p in train_paths}) if cfg.scst else None
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+
+def _optimizer(run: Run, log) -> tuple[torch.optim.Optimizer, dict]:
+    """Adam and the progress record, both restored when resuming."""
+    cfg = run.cfg
+    opt = torch.optim.Adam(run.model.parameters(), lr=cfg.lr)
     progress = {"epoch": 0, "best": -1.0, "bad_epochs": 0, "lr": cfg.lr, "batches": 0}
-    if resumed is not None:
-        progress.update(resumed.meta.get("progress", {}))
+    if run.resumed is not None:
+        progress.update(run.resumed.meta.get("progress", {}))
         optim_path = os.path.join(cfg.out, "last.optim.pt")
         if os.path.exists(optim_path):
-            opt.load_state_dict(torch.load(optim_path, map_location=device, weights_only=True))
+            opt.load_state_dict(torch.load(optim_path, map_location=run.device, weights_only=True))
         log(f"resumed after epoch {progress['epoch']} (best dev CIDEr {progress['best']})")
     for group in opt.param_groups:
         group["lr"] = progress["lr"]
+    return opt, progress
 
-    log_path = os.path.join(cfg.out, "log.jsonl")
+
+def _train_epoch(run: Run, epoch: int, encoded, table, targets, reward, opt, progress) -> tuple[dict, int, int]:
+    """One pass over the training images; returns (summed batch logs, captions seen, batches)."""
+    cfg, model, device = run.cfg, run.model, run.device
+    model.train()
+    batches = length_buckets(run.train_paths, encoded, cfg.batch_images, random.Random(cfg.seed + epoch))
+    start, n_caps, sums = time.time(), 0, {}
+    bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", mininterval=10)
+    for paths in bar:
+        feats, mask = table.batch(paths, device)
+        if reward is not None:
+            loss, logs = scst_loss(model, feats, mask, paths, run.vocab, reward, cfg.scst_samples, cfg.max_words)
+            n_caps += len(paths) * cfg.scst_samples
+        else:
+            tokens, image_index = make_batch(paths, encoded, device)
+            supervised = targets and targets.batch(paths, tokens, image_index, feats.shape[1])
+            loss, logs = model.loss(feats, mask, tokens, image_index, supervised)
+            n_caps += len(tokens)
+        if progress["batches"] < cfg.warmup:
+            for group in opt.param_groups:
+                group["lr"] = progress["lr"] * (progress["batches"] + 1) / cfg.warmup
+        progress["batches"] += 1
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+        opt.step()
+        for k, v in logs.items():
+            sums[k] = sums.get(k, 0.0) + v
+        bar.set_postfix(loss=f"{loss.item():.3f}", caps_s=f"{n_caps / (time.time() - start):.0f}")
+    return sums, n_caps, len(batches)
+
+
+def _end_epoch(run: Run, epoch: int, record: dict, metrics: dict, opt, progress, log) -> None:
+    """Log the epoch, keep the best weights (or decay the learning rate), save the resumable state."""
+    cfg = run.cfg
+    with open(os.path.join(cfg.out, "log.jsonl"), "a") as f:
+        f.write(json.dumps(record) + "\n")
+    log(json.dumps(record))
+    improved = metrics["CIDEr"] > progress["best"]
+    progress.update(epoch=epoch, bad_epochs=0 if improved else progress["bad_epochs"] + 1)
+    meta = {"training": {"data": os.path.abspath(cfg.data), "epochs": epoch, "config": {**cfg.__dict__}},
+            "dev_metrics": metrics, "dev_settings": {"beam": cfg.dev_beam},
+            "dev_split": cfg.dev_split, "chosen_on": {"epoch": f"{cfg.dev_split} ({len(run.dev_paths)} photos)"}}
+    if improved:
+        progress["best"] = metrics["CIDEr"]
+        checkpoints.save(os.path.join(cfg.out, "best.safetensors"), run.model, run.vocab, cfg.model, cfg.model,
+                         run.hparams, {**meta, "progress": dict(progress)})
+    else:
+        progress["lr"] *= cfg.lr_decay
+        for group in opt.param_groups:
+            group["lr"] = progress["lr"]
+    checkpoints.save(os.path.join(cfg.out, "last.safetensors"), run.model, run.vocab, cfg.model, cfg.model,
+                     run.hparams, {**meta, "progress": dict(progress)}, half=False)
+    torch.save(opt.state_dict(), os.path.join(cfg.out, "last.optim.pt"))
+
+
+def train(cfg: TrainConfig, log=print) -> dict:
+    torch.manual_seed(cfg.seed)
+    random.seed(cfg.seed)
+    check_config(cfg)
+    run = _prepare(cfg, log)
+    _build(run, log)
+    vocab, model, train_paths = run.vocab, run.model, run.train_paths
+    encoded = {p: [[vocab.start] + vocab.encode(c)[: cfg.max_words] + [vocab.end] for c in run.data.captions[p]]
+               for p in train_paths}
+    log(f"{cfg.model}: vocabulary {len(vocab)}, {len(train_paths)} train images, {len(run.dev_paths)} dev images, "
+        f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
+    table = FeatureTable(train_paths, run.cache, model.attends_to)
+    targets = GroundingTargets(train_paths, run.cache, model.attends_to, vocab, cfg.ground_weight) \
+        if cfg.ground_weight > 0 else None
+    reward = CiderReward({p: run.data.captions[p] for p in train_paths}) if cfg.scst else None
+    opt, progress = _optimizer(run, log)
     dev_settings = DecodeSettings(strategy="beam", beam_size=cfg.dev_beam, max_len=cfg.max_words)
     while progress["epoch"] < cfg.epochs and progress["bad_epochs"] < cfg.patience:
         epoch = progress["epoch"] + 1
-        model.train()
-        batches = length_buckets(train_paths, encoded, cfg.batch_images, random.Random(cfg.seed + epoch))
-        start, n_caps, sums = time.time(), 0, {}
-        bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", mininterval=10)
-        for paths in bar:
-            feats, mask = table.batch(paths, device)
-            if reward is not None:
-                loss, logs = scst_loss(model, feats, mask, paths, vocab, reward, cfg.scst_samples, cfg.max_words)
-                n_caps += len(paths) * cfg.scst_samples
-            else:
-                tokens, image_index = make_batch(paths, encoded, device)
-                supervised = targets and targets.batch(paths, tokens, image_index, feats.shape[1])
-                loss, logs = model.loss(feats, mask, tokens, image_index, supervised)
-                n_caps += len(tokens)
-            if progress["batches"] < cfg.warmup:
-                for group in opt.param_groups:
-                    group["lr"] = progress["lr"] * (progress["batches"] + 1) / cfg.warmup
-            progress["batches"] += 1
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-            opt.step()
-            for k, v in logs.items():
-                sums[k] = sums.get(k, 0.0) + v
-            bar.set_postfix(loss=f"{loss.item():.3f}", caps_s=f"{n_caps / (time.time() - start):.0f}")
+        start = time.time()
+        sums, n_caps, n_batches = _train_epoch(run, epoch, encoded, table, targets, reward, opt, progress)
         train_seconds = time.time() - start
         lm = checkpoints.LoadedModel(model, vocab, {"name": cfg.model})
-        metrics, _ = evaluate_split(lm, data, "dev", cache, dev_settings, device=device)
-        record = {"epoch": epoch, **{k: round(v / len(batches), 4) for k, v in sums.items()},
+        metrics, _ = evaluate_split(lm, run.data, "dev", run.cache, dev_settings, device=run.device)
+        record = {"epoch": epoch, **{k: round(v / n_batches, 4) for k, v in sums.items()},
                   "captions_per_s": round(n_caps / train_seconds, 1), "train_s": round(train_seconds, 1),
                   "lr": progress["lr"], "dev": metrics}
-        with open(log_path, "a") as f:
-            f.write(json.dumps(record) + "\n")
-        log(json.dumps(record))
-        improved = metrics["CIDEr"] > progress["best"]
-        progress.update(epoch=epoch, bad_epochs=0 if improved else progress["bad_epochs"] + 1)
-        meta = {"training": {"data": os.path.abspath(cfg.data), "epochs": epoch, "config": {**cfg.__dict__}},
-                "dev_metrics": metrics, "dev_settings": {"beam": cfg.dev_beam}}
-        if improved:
-            progress["best"] = metrics["CIDEr"]
-            checkpoints.save(os.path.join(cfg.out, "best.safetensors"), model, vocab, cfg.model, cfg.model,
-                             hparams, {**meta, "progress": dict(progress)})
-        else:
-            progress["lr"] *= cfg.lr_decay
-            for group in opt.param_groups:
-                group["lr"] = progress["lr"]
-        checkpoints.save(last_path, model, vocab, cfg.model, cfg.model, hparams,
-                         {**meta, "progress": dict(progress)}, half=False)
-        torch.save(opt.state_dict(), os.path.join(cfg.out, "last.optim.pt"))
+        _end_epoch(run, epoch, record, metrics, opt, progress, log)
     return progress

@@ -5,6 +5,13 @@ Decoding (greedy, beam, sampling, forced, branching) and training only ever call
   step, state = model.forward_step(state, words)     # one word for every row of the batch
 A state is a dict of tensors whose first dimension is the row, so decoding can reorder or
 expand it (beams) without knowing what is inside. A new model is one file + `@register`.
+
+Hiding (occlusion, faithfulness): a unit (cell or region) out of `mask` must reach the model in no
+way: not through any attention softmax, nor a mean feature, nor a sampled cell. Every decoder is
+tested for that (tests/test_hiding.py: the hidden units' features replaced by random values change
+no log-prob and no attention). It holds per UNIT, not per pixel: a cell's feature comes from an
+encoder whose receptive field covers its neighbours, and `updown`'s context regions (whole image,
+quarters) pool the same grid as the detections they cover.
 """
 from __future__ import annotations
 
@@ -113,6 +120,13 @@ class CaptionModel(nn.Module):
 
     def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
         raise NotImplementedError
+
+    def with_mask(self, state: State, mask: torch.Tensor) -> State:
+        """The state with `mask` (one row per state row) as what the next steps may see: the attention
+        mask, and whatever else the state derives from the mask and reads at every step (`updown`: the
+        mean feature). What is already past (an LSTM's initial state from the mean feature, the words
+        so far) stays. Decoding uses it to hide units at one step only (faithfulness, `step_only`)."""
+        return {**state, "mask": mask}
 
     def loss(self, feats, mask, tokens, image_index, targets: AttentionTargets | None = None
              ) -> tuple[torch.Tensor, dict[str, float]]:

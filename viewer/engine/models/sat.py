@@ -14,6 +14,10 @@ reproducible with a seed, and re-scoring the same words (forced decoding) draws 
 Steered to a one-hot map (base.steered), it attends exactly that cell.
 
 Output: the paper's deep output layer p(y_t) ~ exp(L_o(E y_{t-1} + L_h h_t + L_z z_t)).
+
+Hidden cells (out of the mask) get zero alpha, are never drawn, and are left out of the mean
+feature that starts the LSTM; that mean is read once, so `decode(init_mask=...)` (faithfulness
+`keep_mean`) changes only the initial state.
 """
 from __future__ import annotations
 

@@ -8,6 +8,14 @@ Three variants share this code, differing only where the published implementatio
 `updown` (ours) embeds the region features and averages the embeddings; `updown-ruotianluo`
 (self-critical.pytorch) also puts a ReLU on word embeddings and embeds the mean of the raw
 features with its own layer; `updown-poojahira` attends over the raw features with ReLU scoring.
+
+Hiding a region (occlusion, faithfulness.py) takes it out of the mask: out of the attention and out
+of the mean feature. That holds per region, not per pixel: every image also has the 5 context
+regions (whole image and quarters, vision/boxes.py CONTEXT), whose features are pooled from the same
+grid, so the pixels of a hidden detection still reach the model through the context regions that
+cover it unless those are hidden too. And the attention LSTM reads the mean feature at EVERY step,
+not only at the start: `decode(init_mask=...)` (faithfulness `keep_mean`) therefore keeps the hidden
+regions in the mean at every step here, where for the SAT models it only touches the initial state.
 """
 from __future__ import annotations
 
@@ -27,7 +35,6 @@ def _embedding(n_in: int, n_out: int, dropout: float) -> nn.Sequential:
 @register("updown-poojahira", embed_features=False, attention_activation="relu")
 class UpDown(CaptionModel):
     attends_to = AttendsTo.REGIONS
-    image_state = ("v", "v_att", "v_mean", "mask")
 
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 256, hidden_dim: int = 512,
                  att_dim: int = 256, dropout: float = 0.5, embed_features: bool = True, embed_mean: bool = False,
@@ -54,8 +61,20 @@ class UpDown(CaptionModel):
         v = self.feat_embed(feats) if self.embed_features else feats
         v_mean = self.mean_embed(masked_mean(feats, mask)) if self.embed_mean else masked_mean(v, mask)
         zeros = v.new_zeros(len(v), self.hidden_dim)
-        return {"v": v, "v_att": self.att_feat(v), "v_mean": v_mean, "mask": mask,
-                "h1": zeros, "c1": zeros, "h2": zeros, "c2": zeros}
+        state = {"v": v, "v_att": self.att_feat(v), "v_mean": v_mean, "mask": mask,
+                 "h1": zeros, "c1": zeros, "h2": zeros, "c2": zeros}
+        if self.embed_mean:   # its mean is of the raw features: kept to recompute it under another mask
+            state["feats"] = feats
+        return state
+
+    @property
+    def image_state(self) -> tuple[str, ...]:
+        return ("v", "v_att", "v_mean", "mask", *(("feats",) if self.embed_mean else ()))
+
+    def with_mask(self, state: State, mask: torch.Tensor) -> State:
+        """The mask and the mean feature (read at every step) under it."""
+        v_mean = self.mean_embed(masked_mean(state["feats"], mask)) if self.embed_mean else masked_mean(state["v"], mask)
+        return {**state, "mask": mask, "v_mean": v_mean}
 
     def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
         e = self.embed(words)

@@ -1,0 +1,127 @@
+"""The app's explanations (issue 27): Explain with, the trust card, Compare's methods mode, exports,
+the caption coloured by visual dependence; in the session and in a real browser (tiny models)."""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+from viewer.analysis import explain as E
+from viewer.app import panels as P
+from viewer.app import session as S
+from viewer.engine.decoding import DecodeSettings
+
+from conftest import ASSETS
+from test_app import _browser
+
+
+@pytest.fixture(scope="module")
+def studio(captioner):
+    return S.Studio(captioner)
+
+
+@pytest.fixture(scope="module")
+def explored(studio):
+    ex = studio.explore(os.path.join(ASSETS, "coffee.jpg"), "sat-soft", DecodeSettings(beam_size=2))
+    ex.go_to(2)
+    return ex
+
+
+def test_explain_with_draws_the_methods_map_and_steps_without_recomputing(studio, explored, monkeypatch):
+    ex = explored
+    attention_view = studio.view(ex, S.Style(), ex.step)
+    found = studio.explain(ex, "occlusion")
+    calls = []
+    monkeypatch.setattr(S, "explain", lambda *a, **k: calls.append(a))   # a second computation would show here
+    ex.method = "occlusion"
+    try:
+        shown = ex.shown
+        assert [s.word for s in shown.steps] == [s.word for s in ex.trace.steps]
+        for t, s in enumerate(shown.steps):   # each word's view draws the occlusion map of that word
+            assert np.array_equal(s.attention, found.maps["occlusion"][t].ravel())
+            assert np.isclose(s.attention.sum(), 1) or not s.attention.any()
+        assert studio.view(ex, S.Style(), ex.step) != attention_view
+        for t in range(ex.n_steps):           # stepping through every word: views only
+            studio.view(ex, S.Style(), t)
+        assert studio.explain(ex, "occlusion") is found and calls == []
+        obj = S.trace_json(ex)                # the JSON export carries the method shown and its maps
+        assert obj["shown"] == "occlusion"
+        assert np.allclose(obj["steps"][1]["explain"]["occlusion"], found.maps["occlusion"][1], atol=1e-6)
+        assert "occlusion (what it needed)" in P.step_panel(ex)
+    finally:
+        ex.method = "attention"
+    assert ex.shown is ex.trace
+
+
+def test_a_new_caption_shows_attention_until_explained(studio, explored):
+    ex = explored
+    studio.explain(ex, "gradcam")
+    ex.method = "gradcam"
+    branched = studio.branch(ex, 1, ex.trace.steps[1].alternatives[-1][0])
+    assert branched.trace.caption != ex.trace.caption
+    assert branched.shown is branched.trace      # no maps for the new caption: the model's attention
+    ex.method = "attention"
+
+
+def test_trust_card_has_a_map_and_numbers_per_method(studio, explored):
+    page = P.trust_card(studio, explored, S.Style())
+    methods = studio.methods("sat-soft")
+    assert methods == ("attention", "occlusion", "gradcam")
+    tiles = re.findall(r'data-method="(\w+)"><img src="data:image/jpeg;base64,[A-Za-z0-9+/=]{100,}"', page)
+    assert tiles == list(methods)
+    aucs = [float(v) for v in re.findall(r'<b class="auc">(-?[\d.]+)</b>', page)]
+    _, curves = studio.trust(explored)
+    assert np.allclose(aucs, [curves.auc(m)[explored.step] for m in methods], atol=0.006)
+    assert f"falls by {curves.visual_dependence[explored.step]:.2f} nats" in page
+
+
+def test_compare_methods_mode_is_one_caption_one_column_per_method(studio, explored):
+    traces = studio.compare_methods(explored)
+    assert [t.model for t in traces] == ["sat-soft", "sat-soft · occlusion", "sat-soft · gradcam"]
+    assert len({tuple(s.word for s in t.steps) for t in traces}) == 1
+
+
+def test_caption_words_are_coloured_by_visual_dependence(studio, explored):
+    ex = explored
+    seen = studio.visual_dependence(ex)
+    pipe = studio.pipe(ex)
+    import torch
+    assert np.allclose(seen, (pipe.base() - pipe.logprobs(torch.zeros(1, 14, 14))[0]).numpy(), atol=1e-5)
+    ex.dependence[ex.trace.caption] = np.where(np.arange(len(seen)) == 0, -1.0, 5.0)   # only word 1 "guessed"
+    ex.step = ex.n_steps - 1
+    labels = [label for _, label in S.caption_tokens(ex)]
+    assert labels[0] in ("guessed", "said, not seen") and labels[-1] == "selected"
+    assert all(label is None for label in labels[1:-1])
+
+
+def test_imported_models_explain_with_attention_only(studio, monkeypatch):
+    monkeypatch.setattr(S, "available_methods", lambda captioner, model: ("attention",))
+    ex = studio.explore(os.path.join(ASSETS, "coffee.jpg"), "sat-soft", DecodeSettings(beam_size=1))
+    assert studio.visual_dependence(ex) is None
+
+
+def test_browser_explain_with_and_trust_card(server):
+    from playwright.sync_api import expect, sync_playwright
+    url, studio = server
+    with sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.set_default_timeout(90_000)
+        page.goto(url)
+        page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
+        page.wait_for_timeout(1500)
+        page.locator("#run").click()
+        expect(page.locator("#status")).to_contain_text("caption", timeout=90_000)
+        expect(page.locator("#explain-with").get_by_text("occlusion (what it needed)")).to_be_visible()
+        before = page.locator("#view img").get_attribute("src")
+        page.locator("#explain-with").get_by_text("occlusion (what it needed)").click()
+        page.wait_for_function("(b) => document.querySelector('#view img').src !== b", arg=before, timeout=120_000)
+        expect(page.locator("#panel .step-facts")).to_contain_text("the view shows occlusion")
+        page.get_by_text("Diagnose: grounding").click()
+        page.locator("#trust-btn").click()
+        expect(page.locator("#trust .trust-tile")).to_have_count(3, timeout=180_000)
+        numbers = page.locator("#trust .auc").all_inner_texts()
+        assert len(numbers) == 3 and all(re.fullmatch(r"-?\d+\.\d\d", n) for n in numbers)
+        browser.close()

@@ -1,0 +1,217 @@
+"""Per-word maps beyond attention (viewer/analysis/explain.py) and their pixel-space faithfulness
+(viewer/analysis/pixel_faithfulness.py), on constructed models with a cheap stand-in encoder."""
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from viewer.analysis import explain as ex
+from viewer.analysis import pixel_faithfulness as pf
+from viewer.engine.images import GRID, AttendsTo, Photo
+from viewer.engine.models.base import CaptionModel, Step, build_model
+from viewer.engine.vision import FeatureSource, ImageFeatures
+from viewer.engine.vocab import SPECIALS, Vocabulary
+
+VOCAB = Vocabulary(SPECIALS + ["a", "bright", "thing", "here"])
+SEEN = [(r, c) for r in range(2, 5) for c in range(9, 12)]   # the only cells the toy model can see
+
+
+def cell_encoder(images: torch.Tensor) -> torch.Tensor:
+    """A stand-in for the grid encoder: per 16x16 cell, the pixels' std (texture) and mean -> (N, 196, 2)."""
+    x = images.float().mean(-1)                                          # (N, 224, 224)
+    cells = x.reshape(len(x), GRID, 16, GRID, 16).permute(0, 1, 3, 2, 4).reshape(len(x), GRID * GRID, 256)
+    return torch.stack([cells.std(-1) / 64.0, cells.mean(-1) / 255.0], -1)
+
+
+class SeesOneRegion(CaptionModel):
+    """A 'model' whose word 'bright' depends only on the texture of the SEEN cells."""
+
+    def __init__(self):
+        super().__init__()
+        self.cells = torch.tensor([r * GRID + c for r, c in SEEN])
+
+    def init_state(self, feats, mask, seed=None):
+        return {"a": feats, "mask": mask}
+
+    def forward_step(self, state, words):
+        a = state["a"]
+        texture = a[:, self.cells, 0].mean(1)
+        logits = torch.zeros(len(a), len(VOCAB))
+        logits[:, VOCAB.index["bright"]] = 6.0 * texture - 2.0
+        att = torch.zeros(len(a), GRID * GRID)
+        att[:, self.cells] = 1.0 / len(self.cells)
+        return Step(logits, att), state
+
+
+class FakeCaptioner:
+    """What explain.Pipeline needs of a Captioner, around a given decoder and the cell encoder."""
+
+    def __init__(self, model: nn.Module, attends_to=AttendsTo.GRID):
+        self.device = torch.device("cpu")
+        self.vision = SimpleNamespace(encoder=cell_encoder)
+        self.lm = SimpleNamespace(name="toy", model=model.eval(), vocab=VOCAB, attends_to=attends_to,
+                                  vision_spec=SimpleNamespace(source=FeatureSource.OURS))
+        self.grid = None
+
+    def model(self, name):
+        return self.lm
+
+    def forced_words(self, model, caption):
+        return caption.split() + ["<end>"]
+
+    def inputs(self, lm, photos):
+        from viewer.engine.images import squash
+        grid = cell_encoder(torch.from_numpy(squash(photos[0]))[None])[0] if self.grid is None else self.grid
+        return [ImageFeatures(grid)]
+
+
+def textured_photo(seed=0) -> Photo:
+    rng = np.random.default_rng(seed)
+    rgb = (rng.random((224, 224, 1)) > 0.5).repeat(3, -1).astype(np.uint8) * 255   # sharp noise: blur removes it
+    return Photo(rgb, 224, 224, "noise")
+
+
+def far_from_seen(margin: int) -> np.ndarray:
+    r, c = np.mgrid[:GRID, :GRID]
+    return (r < 2 - margin) | (r > 4 + margin) | (c < 9 - margin) | (c > 11 + margin)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    cap = FakeCaptioner(SeesOneRegion())
+    photo = textured_photo()
+    pipe = ex.Pipeline(cap, photo, "toy", "a bright thing")
+    return cap, photo, pipe
+
+
+def test_occlusion_finds_the_only_region_seen(toy):
+    cap, photo, pipe = toy
+    e = ex.explain(cap, photo, "toy", "a bright thing", ("occlusion",), pipe=pipe)
+    t = pipe.words.index("bright")
+    raw, m = e.raw["occlusion"][t], e.maps["occlusion"][t]
+    assert raw.max() > 0.1                                       # hiding what it sees lowers the word
+    # a patch it cannot see scores exactly 0 (no window over it touches the seen cells: windows are <= 6 cells)
+    assert np.abs(raw[far_from_seen(5)]).max() < 1e-6
+    assert m[far_from_seen(5)].sum() < 1e-6
+    peak = np.unravel_index(m.argmax(), m.shape)
+    assert tuple(int(v) for v in peak) in SEEN
+    inside = sum(m[r, c] for r, c in SEEN)
+    assert inside > 0.25                                         # 9 of 196 cells (4.6%) hold over a quarter
+
+
+def test_maps_are_distributions(toy):
+    cap, photo, pipe = toy
+    e = ex.explain(cap, photo, "toy", "a bright thing", ("attention", "occlusion", "gradcam"), pipe=pipe)
+    for method, maps in e.maps.items():
+        assert maps.shape == (len(pipe.words), GRID, GRID)
+        assert (maps >= 0).all()
+        sums = maps.reshape(len(maps), -1).sum(1)
+        assert np.allclose(sums[~e.empty[method]], 1, atol=1e-5)
+        assert np.allclose(sums[e.empty[method]], 0)
+    assert not e.empty["occlusion"][pipe.words.index("bright")]
+
+
+def test_normalise_clamps_and_marks_empty():
+    raw = np.zeros((2, GRID, GRID))
+    raw[0, 3, 3], raw[0, 5, 5] = 2.0, -1.0
+    raw[1] = -1.0
+    maps, empty = ex.normalise(raw)
+    assert maps[0, 3, 3] == 1.0 and maps[0, 5, 5] == 0 and empty.tolist() == [False, True]
+    assert not maps[1].any()
+
+
+def small_sat():
+    torch.manual_seed(0)
+    return build_model("sat-soft", vocab_size=len(VOCAB), feature_dim=16, embed_dim=8, hidden_dim=16,
+                       att_dim=8, proj_dim=16, dropout=0.0)
+
+
+def random_grid_captioner(model):
+    cap = FakeCaptioner(model)
+    cap.grid = torch.randn(GRID * GRID, 16, generator=torch.Generator().manual_seed(1)).relu()
+    return cap
+
+
+def test_gradcam_matches_direct_autograd():
+    cap = random_grid_captioner(small_sat())
+    pipe = ex.Pipeline(cap, textured_photo(), "toy", "a bright thing here")
+    cam = ex.gradcam_maps(pipe)
+    for t in range(pipe.steps):
+        a = cap.grid.clone().requires_grad_(True)
+        lp = pipe.grid_logprobs(a[None])[0, t]
+        (g,) = torch.autograd.grad(lp, a)
+        direct = torch.relu(a.detach() @ g.mean(0)).reshape(GRID, GRID).numpy()
+        assert np.allclose(cam[t], direct, atol=1e-6, rtol=1e-4), t
+        assert direct.max() > 0
+
+
+def test_deletion_curves(toy):
+    cap, photo, pipe = toy
+    e = ex.explain(cap, photo, "toy", "a bright thing", ("occlusion",), pipe=pipe)
+    d = pf.deletion(pipe, e.maps, random_draws=3)
+    t = pipe.words.index("bright")
+    assert d.levels[0] == 0
+    assert np.allclose(d.morf["occlusion"][:, 0], 0) and np.allclose(d.random[:, 0], 0)
+    assert d.morf["occlusion"][t, -1] > 0.1
+    assert d.auc("occlusion", "morf")[t] > d.auc()[t] + 0.05          # falls faster than random
+    assert d.auc("occlusion", "lerf")[t] < d.auc()[t]                 # and least-relevant-first keeps it
+    assert d.road("occlusion")[t] > 0
+    assert d.visual_dependence[t] > 0.5                               # blurring the photo loses the texture
+    assert set(d.summary()) >= {"words", "visual_dependence", "auc_random", "occlusion"}
+
+
+def test_keep_masks_hide_in_order():
+    o = np.arange(GRID * GRID)[None]
+    k = pf.keep_masks(o, (0.0, 0.5))
+    assert k[0, 0].all() and k[0, 1].ravel()[:98].sum() == 0 and k[0, 1].ravel()[98:].all()
+    k = pf.keep_masks(o, (0.5,), least_first=True)
+    assert k[0, 0].ravel()[98:].sum() == 0 and k[0, 0].ravel()[:98].all()
+
+
+def test_randomising_the_decoder_lowers_gradcam_rank_correlation():
+    cap = random_grid_captioner(small_sat())
+    pipe = ex.Pipeline(cap, textured_photo(), "toy", "a bright thing here")
+    stages = ex.randomisation_check(cap, None, "toy", "a bright thing here", ("gradcam",), pipe=pipe)
+    names = [n for n, _ in stages]
+    assert names[0] == "out" and names[-1] == "feat_proj"               # top (output) down
+    assert stages[-1][1]["gradcam"] < 0.5
+    assert pipe.model is cap.lm.model                                    # the loaded model is untouched
+    again = ex.gradcam_maps(pipe)
+    assert np.allclose(again, ex.gradcam_maps(pipe))
+
+
+def test_region_attention_is_spread_over_box_cells():
+    boxes = np.array([[0.0, 0.0, 0.5, 0.5], [0.0, 0.0, 1.0, 1.0]], np.float32)
+    g = ex.project_regions(np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]), boxes)
+    assert np.allclose(g.sum((1, 2)), 1)
+    assert np.allclose(g[0, :7, :7], 1 / 49) and g[0, 7:].sum() == 0
+    assert np.allclose(g[1], 1 / 196)
+
+
+def test_relevancy_on_a_small_transformer():
+    torch.manual_seed(0)
+    model = build_model("transformer", vocab_size=len(VOCAB), feature_dim=16, dim=16, layers=2, heads=2, dropout=0.0)
+    cap = random_grid_captioner(model)
+    pipe = ex.Pipeline(cap, textured_photo(), "toy", "a bright thing here")
+    rel = ex.relevancy_maps(pipe)
+    assert rel.shape == (pipe.steps, GRID, GRID) and (rel >= 0).all() and rel.reshape(pipe.steps, -1).sum(1).min() > 0
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(os.path.dirname(__file__), "..", "checkpoints", "sat-soft.safetensors")),
+                    reason="shipped checkpoints absent")
+def test_shipped_sat_soft_attention_and_gradcam():
+    from viewer.engine.images import load_photo
+    from viewer.engine.pipeline import Captioner
+    c = Captioner(device="cpu")
+    photo = load_photo(os.path.join(os.path.dirname(__file__), "..", "assets", "chelsea.jpg"))
+    caption = "a cat is sitting on a bed"
+    trace = c.force([photo], "sat-soft", [caption])[0]
+    e = ex.explain(c, photo, "sat-soft", caption, ("attention", "gradcam"))
+    assert np.allclose(e.logprobs, [s.logprob for s in trace.steps], atol=1e-4)
+    assert np.allclose(e.maps["attention"], ex.attention_grid(trace), atol=1e-5)
+    assert e.maps["gradcam"].shape == (len(trace.steps), GRID, GRID)

@@ -1,0 +1,114 @@
+"""`evaluate --explain` and `bench --explain` (issue 27, sections 4-5) on the tiny models and dataset."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ASSETS, ROOT
+
+
+def _in_ci(ci, value=None, tol=1e-6):
+    assert ci is not None and len(ci) == 2 and ci[0] <= ci[1] + tol
+    if value is not None:
+        assert ci[0] - tol <= value <= ci[1] + tol
+
+
+def test_ci_of_a_known_paired_difference_excludes_zero():
+    from viewer.analysis.explain_eval import paired_difference
+    rng = np.random.default_rng(0)
+    images = np.repeat(np.arange(20), 3)
+    b = rng.normal(0.5, 0.3, len(images))
+    a = b + 0.2 + rng.normal(0, 0.05, len(images))           # a beats b by 0.2 on every word, nearly
+    found = paired_difference(a, b, images)
+    assert found["words"] == 60 and found["difference"] == pytest.approx(0.2, abs=0.03)
+    assert found["ci"][0] > 0
+    _in_ci(found["ci"], found["difference"])
+    null = paired_difference(b + rng.normal(0, 0.05, len(images)), b, images)   # no real difference
+    assert null["ci"][0] < 0 < null["ci"][1]
+
+
+def test_insertion_curves_start_at_zero_and_end_at_visual_dependence(captioner, photo):
+    from viewer.analysis.explain import Pipeline, explain
+    from viewer.analysis.pixel_faithfulness import insertion
+    pipe = Pipeline(captioner, photo, "sat-soft", "a cup of coffee on a table")
+    found = explain(captioner, photo, "sat-soft", "a cup of coffee on a table", ("attention", "gradcam"), pipe=pipe)
+    ins = insertion(pipe, found.maps, steps=[1])
+    assert set(ins.curves) == {"attention", "gradcam"}
+    dependence = ins.base - ins.blurred
+    for curve in (ins.random, ins.curves["gradcam"]):
+        assert curve.shape == (pipe.steps, len(ins.levels))
+        assert curve[1, 0] == 0 and curve[1, -1] == pytest.approx(dependence[1], abs=1e-5)
+        assert np.isfinite(curve[1]).all()
+    assert np.isnan(ins.curves["gradcam"][0]).all()          # only the asked words are measured
+    # a map that puts back nothing but the worst cells first rises no faster than its own best-first order
+    assert np.isfinite(ins.auc("gradcam")[1]) and np.isfinite(ins.auc()[1])
+
+
+def test_explain_report_block_has_every_key_and_sane_values(captioner, tiny_data):
+    from viewer.analysis.explain_eval import explain_report, explain_table
+    from viewer.training.datasets import load_dataset
+    data = load_dataset(tiny_data)
+    paths = data.split("train")   # astronaut (woman), coffee (cup, table), chelsea (cat)
+    block = explain_report(captioner, "sat-soft", data, paths, ("gradcam", "relevancy"), photos=3, sanity=1)
+    assert block["methods"] == ["attention", "gradcam"] and block["methods_skipped"] == ["relevancy"]
+    assert block["photos"] == 3 and block["references"] == "first" and "first reference" in block["words"]
+    assert block["object_words"] >= 3 and block["photos_with_object_words"] >= 2
+    assert block["random"]["auc_morf"] is not None and block["random"]["auc_insertion"] is not None
+    for m in ("attention", "gradcam"):
+        b = block["by_method"][m]
+        for k in ("auc_morf", "auc_lerf", "road", "auc_insertion"):
+            assert np.isfinite(b[k]), (m, k)
+            _in_ci(b[k + "_ci"], b[k])
+        assert b["road"] == pytest.approx((b["auc_morf"] - b["auc_lerf"]) / 2, abs=2e-4)
+        assert 0 <= b["empty_maps"] <= 1
+        g = b["grounding"]
+        for k in ("pointing", "mass_in_box", "pointing_centre_baseline", "mass_uniform_baseline",
+                  "pointing_top_detection_baseline", "pointing_off_centre"):
+            assert k in g
+        assert g["object_words"] == block["object_words"]
+        if g["detected"]:
+            assert 0 <= g["pointing"] <= 1 and 0 <= g["mass_in_box"] <= 1 + 1e-6
+    t = block["target"]
+    assert t["best_non_attention"] == "gradcam" and t["words"] == block["object_words"]
+    assert t["difference"] == pytest.approx(block["by_method"]["gradcam"]["auc_morf"]
+                                            - block["by_method"]["attention"]["auc_morf"], abs=2e-4)
+    _in_ci(t["ci"], t["difference"])
+    s = block["sanity"]
+    assert s["photos"] == 1 and s["methods"] == ["attention", "gradcam"] and s["stages"]
+    assert all(-1 <= s["all_randomised"][m] <= 1 for m in s["methods"])
+    assert block["seconds_per_caption"]["gradcam"] > 0 and block["seconds_per_caption"]["insertion"] > 0
+    json.dumps(block)
+    assert "target: MoRF AUC gradcam - attention" in explain_table(block)
+
+
+def test_evaluate_cli_writes_the_explain_block(tiny_checkpoints, tiny_data, cache_dir, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "viewer", "--checkpoints", tiny_checkpoints, "evaluate",
+                           "--model", "sat-soft", "--data", tiny_data, "--split", "dev-select", "--cache", cache_dir,
+                           "--json", "--captions-out", str(tmp_path / "c.json"), "--explain", "gradcam",
+                           "--explain-photos", "1", "--explain-sanity", "0"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "VIEWER_DEVICE": "cpu"})
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    block = result["explain"]   # dev-select is chelsea.jpg: "a tabby cat looks to the side"
+    assert block["photos"] == 1 and block["object_words"] == 1 and block["sanity"] is None
+    assert set(block["methods"]) == {"attention", "gradcam"} and "grounding" in result
+
+
+def test_bench_explain_returns_numbers(captioner, photo):
+    from viewer.engine.decoding import DecodeSettings
+    from viewer.measure import bench
+    found = bench.explain_timings(captioner, "transformer", [photo], DecodeSettings(strategy="greedy"))
+    for k in ("occlusion_caption_s", "gradcam_word_s", "relevancy_word_s", "deletion_word_s"):
+        assert found[k] > 0, k
+    assert found["words"] >= 2 and found["targets"] == {"occlusion_caption_s": 3.0, "gradcam_word_s": 0.3}
+    assert set(found["meets"]) == set(found["targets"])
+    table = bench.table({"machine": "m", "device": "cpu", "beam": 3, "images": [], "peak_memory_mb": 1,
+                         "models": {"transformer": {"end_to_end": {k: {"median_ms": 1, "p95_ms": 1} for k in
+                                                                    ("total", "preprocess", "encoder", "detector",
+                                                                     "decode", "trace")},
+                                                    "render_1024x768": {"median_ms": 1}, "batch_images_per_s": 1,
+                                                    "batching": {"speedup": 1}, "explain": found}}})
+    assert "occlusion, whole caption" in table and "| transformer |" in table.split("explanations")[1]

@@ -1,0 +1,228 @@
+"""The app's panels as HTML and SVG: a word's facts and next words, raw numbers, Diagnose (grounding
+beside its chance levels, the deletion curve, hiding), steering, scores, Compare's line, the lecture
+line. Pure functions of an Exploration (and the Studio, for what must be computed); no Gradio.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+import os
+
+import numpy as np
+
+from ..analysis.diagnose import occlude, sanity
+from ..analysis.explain import METHOD_LABELS
+from ..analysis.faithfulness import DRAWS, LEVELS, trace_faithfulness
+from ..analysis.grounding import grid_units, ground_words, grounding, grounding_summary
+from ..analysis.steer import SteerResult, steer, steer_map
+from ..engine.images import AttendsTo
+from ..engine.render import render_heatmap
+from ..engine.trace import AttentionTrace
+from . import MODEL_KEYS
+from ..analysis.pixel_faithfulness import SEEN
+from .session import Exploration, Studio, Style, jpeg, thumbnail, unit_at
+
+
+TRIAGE_COLUMNS = ["rank", "image", "caption", "CIDEr", "grounding", "confidence", "seen", "said_not_seen"]
+
+
+def triage_table(rows: list[dict]) -> list[list]:
+    """The triage table's cells (TRIAGE_COLUMNS): photos by file name, missing values blank."""
+    return [[os.path.basename(r.get(c, "")) if c == "image" else r.get(c, "") for c in TRIAGE_COLUMNS] for r in rows]
+
+
+def score_html(caption: str, scores: dict, corpus: bool) -> str:
+    """The caption's scores against the typed references, escaped (a forced caption is typed text)."""
+    note = "" if corpus else " (CIDEr needs a corpus: start the app with --data DIR)"
+    return (f'<div class="step-facts">"{html.escape(caption)}": '
+            + " &middot; ".join(f"{html.escape(k)} {v:.1f}" for k, v in scores.items()) + html.escape(note) + "</div>")
+
+
+def compare_line(trace: AttentionTrace, step: int) -> str:
+    """Compare's line for one model: its name, the caption's total log-probability, the words with
+    word `step` (0-based) in bold."""
+    words = [f"**[{s.word}]**" if i == step else s.word for i, s in enumerate(trace.steps)]
+    return f"**{trace.model}** (log p {sum(s.logprob for s in trace.steps):.2f}): " + " ".join(words)
+
+
+def view_urls_html(paths: list[str]) -> str:
+    """HTML for the page's preloader (viewer.js): every word's view file, in word order."""
+    return f'<div data-urls="{html.escape(json.dumps(paths))}"></div>'
+
+
+def step_panel(ex: Exploration) -> str:
+    """HTML: the word, its probability, beta, entropy, and the top-k next words as bars."""
+    s = ex.trace.steps[ex.step]
+    facts = [f"<b>{html.escape(s.word)}</b> at step {ex.step + 1} of {ex.n_steps}",
+             f"p = {np.exp(s.logprob):.1%}", f"attention entropy {s.entropy:.2f} nats"]
+    if s.beta is not None:
+        facts.append(f"beta (gate) {s.beta:.2f}")
+    if s.sample is not None:
+        facts.append("sampled cell (row {}, col {})".format(*divmod(s.sample, ex.trace.grid_side)))
+    if ex.method != "attention":
+        facts.append(f"the view shows <b>{html.escape(METHOD_LABELS[ex.method])}</b>, not attention")
+    return (f'<div class="step-facts">{" &middot; ".join(facts)}</div>'
+            + _bars("What the model could have said here", s.alternatives))
+
+
+def grid_numbers(ex: Exploration) -> str:
+    """HTML table of the raw grid attention (percent), or the region weights for region models."""
+    s = ex.trace.steps[ex.step]
+    if ex.trace.attends_to == AttendsTo.REGIONS:
+        order = np.argsort(-s.attention)
+        rows = "".join(f"<tr><td>{html.escape(ex.trace.region_labels[i])}</td><td>{ex.trace.region_scores[i]:.2f}</td>"
+                       f"<td>{s.attention[i]:.3f}</td></tr>" for i in order)
+        return f'<table class="regions"><tr><th>region</th><th>score</th><th>weight</th></tr>{rows}</table>'
+    g = ex.trace.grid(ex.step)
+    top = g.max()
+    cells = "".join("<tr>" + "".join(
+        f'<td style="background:rgba(255,120,0,{v / top:.2f})">{v * 100:.1f}</td>' for v in row) + "</tr>" for row in g)
+    return f'<table class="grid14">{cells}</table>'
+
+
+# --- diagnosis (grounding, sanity, occlusion) ------------------------------------------------------
+
+def diagnosis(studio: Studio, ex: Exploration) -> str:
+    """HTML: attention sanity of the caption and the grounding of each object word."""
+    regions = studio.captioner.features([ex.photo], with_regions=True)[0].regions
+    report = sanity(ex.trace)
+    items = grounding(ex.trace, regions)
+    flags = [f"mean map-to-map similarity {report['mean_pairwise_similarity']:.2f}"
+             + (" &mdash; <b>attention barely moves from word to word</b>" if report["static"] else ""),
+             f"largest coverage {report['coverage_max']:.2f}",
+             f"{report['share_never_attended']:.0%} of {ex.trace.attends_to.unit}s "
+             "never attended"]
+    if "hard_left_argmax" in report:
+        flags.append(f"the hard sample left alpha's argmax at {report['hard_left_argmax']:.0%} of the words")
+    rows = "".join(
+        f"<tr><td>{html.escape(g.word)}</td><td>{html.escape(g.coco_class)}</td><td>"
+        + ("not detected: the detector found no such object" if g.inside is None else f"{g.inside:.0%} inside its boxes")
+        + "</td></tr>" for g in items)
+    summary = grounding_summary(items)
+    if summary["detected"]:
+        flags.append(f"object words put {summary['mass_in_box']:.0%} of their attention in their objects' boxes "
+                     f"(uniform attention: {summary['mass_uniform_baseline']:.0%}); the peak lies in a box for "
+                     f"{summary['pointing']:.0%} of them (always pointing at the centre: "
+                     f"{summary['pointing_centre_baseline']:.0%})")
+    table = (f'<table class="regions"><tr><th>word</th><th>COCO class</th><th>attention on it</th></tr>{rows}</table>'
+             if items else "<p>No word of this caption names a COCO object class.</p>")
+    return f'<div class="step-facts">{" &middot; ".join(flags)}</div>{table}{deletion_curve(studio, ex)}'
+
+
+# Hiding is per unit: a region model's 5 context regions (the whole image, its quarters) are pooled
+# from the photo's grid, so they still hold a hidden detection's pixels (measured in the model card).
+CONTEXT_NOTE = (" Hiding is per region: unless hidden too, the whole-image and quarter regions still contain "
+                "a hidden detection's pixels.")
+
+
+def deletion_curve(studio: Studio, ex: Exploration) -> str:
+    """HTML + SVG: how the selected word's log-probability falls as more of what the model could
+    look at is hidden, most attended first vs at random (faithfulness.py)."""
+    w = trace_faithfulness(studio.captioner, ex.photo, ex.model, ex.trace, [ex.step])[0]
+    at_step = trace_faithfulness(studio.captioner, ex.photo, ex.model, ex.trace, [ex.step], levels=(),
+                                 step_only=True)[0]
+    levels = [round(100 * f) for f in LEVELS]
+    top = max([1.0, *w.curve_top, *w.curve_random])
+    point = (lambda i, d: f"{20 + 260 * levels[i] / 100:.1f},{10 + 100 * (1 - max(d, 0) / top):.1f}")  # noqa: E731
+    line = (lambda ds, colour: f'<polyline fill="none" stroke="{colour}" stroke-width="2.5" '  # noqa: E731
+            f'points="{" ".join(point(i, d) for i, d in enumerate(ds))}"/>')
+    ticks = "".join(f'<text x="{20 + 2.6 * lv:.0f}" y="126" font-size="10" text-anchor="middle">{lv}%</text>'
+                    for lv in levels)
+    word = html.escape(w.word)
+    return (f'<div class="step-facts">Does <b>{word}</b> depend on where the model looked? Hiding the '
+            f"{w.hidden} {ex.trace.attends_to.unit}(s) that hold half its attention "
+            f"lowers log p({word}) by {w.drop_top:.2f} nats; as many random ones by {w.drop_random:.2f} "
+            f"(hidden for {w.hidden_for}, so the drop also holds what the earlier words lost). Hidden at "
+            f"{at_step.hidden_for}: {at_step.drop_top:.2f} nats; random: {at_step.drop_random:.2f}."
+            f"{CONTEXT_NOTE if ex.trace.attends_to == AttendsTo.REGIONS else ''}</div>"
+            f'<svg id="deletion-curve" width="300" height="150" viewBox="0 0 300 150" role="img" '
+            f'aria-label="deletion curve">'
+            f'<line x1="20" y1="110" x2="280" y2="110" stroke="#999"/><line x1="20" y1="10" x2="20" y2="110" stroke="#999"/>'
+            f'<text x="22" y="9" font-size="10">{top:.1f} nats</text>{ticks}'
+            f'{line(w.curve_top, "#f59e0b")}{line(w.curve_random, "#64748b")}'
+            f'<text x="150" y="143" font-size="10" text-anchor="middle">share of the {ex.trace.attends_to.unit}s hidden</text>'
+            f'</svg><div style="font-size:.9rem"><span style="color:#f59e0b">&#9632;</span> most attended first '
+            f'&nbsp; <span style="color:#64748b">&#9632;</span> random (mean of {DRAWS} draws): the drop in '
+            f"log p({word}), teacher-forced on this caption</div>")
+
+
+def occlusion(studio: Studio, ex: Exploration, hidden: list[int] | None = None) -> str:
+    """HTML: hide what the current word looked at (or the given cells/regions) and re-decode."""
+    result = occlude(studio.captioner, ex.photo, ex.model, ex.trace, ex.step, hidden, ex.settings)
+    what = ex.trace.attends_to.unit
+    names = ["(row {}, col {})".format(*divmod(h, ex.trace.grid_side)) if ex.trace.attends_to == AttendsTo.GRID else ex.trace.region_labels[h]
+             for h in result.hidden]
+    return (f'<div class="step-facts">Hid {what} {html.escape(", ".join(names))}: p(<b>{html.escape(result.word)}</b>) '
+            f"went from {result.prob_before:.1%} to {result.prob_after:.1%}.</div>"
+            f"<div>New caption: <b>{html.escape(result.new_caption)}</b></div>"
+            + (f"<div>{CONTEXT_NOTE}</div>" if ex.trace.attends_to == AttendsTo.REGIONS else ""))
+
+
+# --- steering (the complement of occlusion) ---------------------------------------------------------
+
+def steering(studio: Studio, ex: Exploration, x: float, y: float) -> tuple[str, SteerResult]:
+    """HTML: make the current word attend where the photo was clicked (display pixel x, y): the
+    model's own next words beside those under the steered map, and the caption it goes on to write.
+    Also the viewer.analysis.steer.SteerResult, whose trace (step `ex.step` steered) draws the steered map."""
+    unit = unit_at(ex, x, y)
+    result = steer(studio.captioner, ex.photo, ex.model, ex.trace, ex.step, steer_map(ex.trace, unit), ex.settings)
+    where = ("(row {}, col {})".format(*divmod(unit, ex.trace.grid_side)) if ex.trace.attends_to == AttendsTo.GRID
+             else f"region {html.escape(ex.trace.region_labels[unit])}")
+    word = html.escape(result.word)
+    page = (f'<div class="step-facts">Made <b>{word}</b> (word {ex.step + 1}) look at {where}: p(<b>{word}</b>) '
+            f"went from {result.prob_before:.1%} to {result.prob_after:.1%}.</div>"
+            f'<div style="display:flex;gap:1.5em">{_bars("Where the model looked", result.own)}'
+            f'{_bars("Where you steered it", result.steered)}</div>'
+            f"<div>Caption from there: <b>{html.escape(result.caption)}</b></div>")
+    return page, result
+
+
+def _bars(title: str, alternatives: list[tuple[str, float]]) -> str:
+    """HTML: next words as probability bars under a title (the look of `step_panel`'s top-k)."""
+    rows = "".join(
+        f'<div class="bar-row"><span class="bar-word">{html.escape(w)}</span>'
+        f'<span class="bar" style="width:{max(1.0, p * 100):.1f}%"></span><span class="bar-p">{p:.1%}</span></div>'
+        for w, p in alternatives)
+    return f'<div class="topk" style="flex:1"><div class="topk-title">{html.escape(title)}</div>{rows}</div>'
+
+
+def trust_card(studio: Studio, ex: Exploration, style: Style) -> str:
+    """HTML: "which map to trust" for the selected word: each method's map, how much hiding the
+    photo in its order costs the word (deletion AUC, most relevant first; ROAD's (LeRF - MoRF) / 2),
+    whether its peak lies on the detector's boxes of the object the word names, and how much the
+    word depends on the photo at all (visual dependence)."""
+    found, curves = studio.trust(ex)
+    t, word = ex.step, ex.trace.steps[ex.step].word
+    regions = studio.captioner.features([ex.photo], with_regions=True)[0].regions
+    small = thumbnail(ex.display, 200)
+    tiles = []
+    for m, e in found.items():
+        grid = e.maps[m][t]
+        hit = ground_words([word], grid.reshape(1, -1), grid_units(grid.size), regions)
+        point = ("no object named" if not hit else "object not detected" if hit[0].hit is None
+                 else "peak on the object" if hit[0].hit else "peak off the object")
+        img = base64.b64encode(jpeg(render_heatmap(small, grid, style.upsampling, style.colormap, style.opacity,
+                                                   style.scale, bar=False), 85)).decode()
+        tiles.append(f'<div class="trust-tile" data-method="{m}"><img src="data:image/jpeg;base64,{img}" '
+                     f'alt="{html.escape(m)}"/><div><b>{html.escape(METHOD_LABELS[m])}</b></div>'
+                     f'<div>deletion AUC <b class="auc">{curves.auc(m)[t]:.2f}</b> nats &middot; '
+                     f'ROAD {curves.road(m)[t]:+.2f}</div><div>{point}</div></div>')
+    dep = float(curves.visual_dependence[t])
+    return (f'<div class="step-facts">Which map to trust for <b>{html.escape(word)}</b>? Blurring the photo '
+            f"in each map's order (most relevant first, up to 90%) lowers log p({html.escape(word)}) on average "
+            f"by the deletion AUC; a random order: {curves.auc()[t]:.2f} nats. The map whose order costs the word "
+            f"most holds what it used. Visual dependence: log p({html.escape(word)}) falls by {dep:.2f} nats "
+            f"when the whole photo is blurred{' (said, not seen)' if dep < SEEN else ''}.</div>"
+            f'<div class="trust">{"".join(tiles)}</div>')
+
+
+# --- lecture mode --------------------------------------------------------------------------------
+
+LECTURE_KEYS = f"space play/pause · ← → word · {MODEL_KEYS[0]}-{MODEL_KEYS[-1]} model · F full screen · Esc back"
+
+
+def lecture_line(model: str | None) -> str:
+    """The line above the caption in lecture mode: which model speaks, and the keys."""
+    name = html.escape(model or "no model")
+    return f'<div class="lecture-line"><b>{name}</b><span>{html.escape(LECTURE_KEYS)}</span></div>'
