@@ -22,6 +22,7 @@ from .models import REGISTRY, CaptionModel, build_model
 from ..paths import MODEL_DIRS, OWN_CHECKPOINT_DIR
 from .vision import SPEC, SPEC_KEY, FeatureSource, VisionSpec
 
+HF_PREFIX = "hf:"             # --model hf:PATH: a local Hugging Face folder (models/hf.py)
 ENCODER_PREFIX = "encoder."   # an imported model's own grid encoder, stored next to its decoder
 
 FORMAT = "attention-viewer-checkpoint/1"
@@ -172,6 +173,9 @@ def read_meta(path: str) -> dict:
 
 
 def load(path: str, device: torch.device | str = "cpu") -> LoadedModel:
+    if path.startswith(HF_PREFIX):   # a local Hugging Face folder (models/hf.py)
+        from .models.hf import load_folder
+        return load_folder(path, device)
     meta = read_meta(path)
     try:
         vocab = Vocabulary(meta["vocab"])
@@ -248,7 +252,10 @@ def named_path(name: str, folder: str | None = None) -> str:
 
 def resolve(name_or_path: str, folder: str | None = None) -> str:
     """A model name from checkpoints/ or a path to a checkpoint file, with or without its .safetensors
-    (`import --out runs/x` writes runs/x.safetensors, which `--model runs/x` then finds)."""
+    (`import --out runs/x` writes runs/x.safetensors, which `--model runs/x` then finds); `hf:PATH`, a
+    Hugging Face folder, stays as it is."""
+    if name_or_path.startswith(HF_PREFIX):
+        return name_or_path
     if os.path.sep in name_or_path or name_or_path.endswith(".safetensors") or os.path.isfile(name_or_path):
         if not os.path.isfile(name_or_path) and os.path.isfile(name_or_path + ".safetensors"):
             return name_or_path + ".safetensors"

@@ -60,6 +60,7 @@ class Hypothesis:
     beta: torch.Tensor | None = None     # (T,)
     sample: torch.Tensor | None = None   # (T,)
     heads: torch.Tensor | None = None    # (T, layers, heads, K) multi-head models
+    outside: torch.Tensor | None = None  # (T,) weight outside the map (a ViT's class token)
     finished: bool = True
     score: float = 0.0               # length-normalised total log-probability
 
@@ -130,7 +131,8 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
         logp = F.log_softmax(step.logits.float().index_fill(1, banned, float("-inf")), dim=-1)
         top_lp, top_ids = logp.topk(min(settings.top_k, logp.shape[1]), dim=-1)
         record = {"attention": step.attention, "top_ids": top_ids, "top_lp": top_lp,
-                  "beta": step.beta, "sample": step.sample, "heads": step.heads}
+                  "beta": step.beta, "sample": step.sample, "heads": step.heads,
+                  "outside": step.outside}
         candidates = _propose(logp, scores, prefixes, t, settings, generator)
         parents, new_words, new_scores, word_lp = [], [], [], []
         for i, cands in enumerate(candidates):
@@ -194,7 +196,7 @@ def _propose(logp, scores, prefixes, t, settings, generator):
 def _collect(history, finished, scores, n_img, k, length_penalty) -> list[list[Hypothesis]]:
     """Trace every finished (or, failing that, live) hypothesis back through its parents."""
     stacked = {key: torch.stack([h[key] for h in history]).cpu() for key in ("attention", "top_ids", "top_lp")}
-    for key in ("beta", "sample", "heads"):
+    for key in ("beta", "sample", "heads", "outside"):
         stacked[key] = torch.stack([h[key] for h in history]).cpu() if history[0][key] is not None else None
     last = len(history) - 1
     results = []
@@ -226,5 +228,5 @@ def _backtrack(history, stacked, end: Ending, length_penalty) -> Hypothesis:
     pick = lambda key: None if stacked[key] is None else stacked[key][steps, idx]  # noqa: E731
     return Hypothesis(tokens=tokens, logprobs=lps, attention=pick("attention"), top_ids=pick("top_ids"),
                       top_logprobs=pick("top_lp"), beta=pick("beta"), sample=pick("sample"), heads=pick("heads"),
-                      finished=end.finished,
+                      outside=pick("outside"), finished=end.finished,
                       score=end.score / (len(tokens) ** length_penalty))

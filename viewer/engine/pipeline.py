@@ -86,7 +86,8 @@ class Captioner:
         if source == FeatureSource.CARRIED:
             with self._lock:
                 if lm.path not in self._carried:
-                    self._carried[lm.path] = CarriedEncoder(lm.vision_spec, lm.encoder_tensors, self.device)
+                    self._carried[lm.path] = getattr(lm, "image_encoder", None) or \
+                        CarriedEncoder(lm.vision_spec, lm.encoder_tensors, self.device)   # hf: models bring theirs
                 encoder = self._carried[lm.path]
                 return self._cached(photos, f"{lm.path}:",   # per model: same-spec encoders differ in weights
                                     lambda todo: [ImageFeatures(g) for g in encoder(todo)])
@@ -137,6 +138,9 @@ class Captioner:
         hyps = decode(lm.model, x, mask, settings, lm.vocab, ids, steer)
         traces = [[build_trace(h, lm.vocab, lm.name, lm.attends_to, p.width, p.height, p.name, f.regions)
                    for h in hs] for hs, p, f in zip(hyps, photos, feats)]
+        if hasattr(lm.vocab, "text"):   # hf: sub-word tokens; the caption is their text
+            for trace in (tr for hs in traces for tr in hs):
+                trace.text = lm.vocab.text([s.token for s in trace.steps])
         if steer is not None:   # (a beam that ended before step t was never steered)
             for trace in (tr for hs in traces for tr in hs if steer[0] < len(tr.steps)):
                 trace.steps[steer[0]].steered = True

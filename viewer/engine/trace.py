@@ -31,6 +31,7 @@ class TraceStep:
     sample: int | None = None               # hard attention: the attended cell, row-major index
     heads: np.ndarray | None = None         # (layers, heads, K) multi-head models; `attention` is their stated summary
     steered: bool = False                   # the model was made to attend `attention` here (steering)
+    outside: float | None = None            # weight outside the map, before `attention` was renormalised (a ViT's class token)
 
     @property
     def entropy(self) -> float:
@@ -50,6 +51,7 @@ class AttentionTrace:
     region_boxes: np.ndarray | None = None   # (K, 4) normalised on the model input
     region_labels: list[str] = field(default_factory=list)
     region_scores: np.ndarray | None = None
+    text: str | None = None                  # sub-word models (hf:): the caption as the tokenizer spells it
 
     def __post_init__(self):
         self.attends_to = AttendsTo(self.attends_to)   # refuses anything but "grid" / "regions"
@@ -60,7 +62,7 @@ class AttentionTrace:
 
     @property
     def caption(self) -> str:
-        return " ".join(self.words)
+        return self.text if self.text is not None else " ".join(self.words)
 
     @property
     def grid_side(self) -> int:
@@ -98,10 +100,15 @@ class AttentionTrace:
                 item["heads"] = np.round(s.heads.reshape(*s.heads.shape[:2], self.grid_side, self.grid_side), 6).tolist()
             if s.steered:
                 item["steered"] = True
+            if s.outside is not None:
+                item["class_token"] = round(s.outside, 6)
             steps.append(item)
-        return {"image": self.image, "width": self.width, "height": self.height, "model": self.model,
-                "attends_to": self.attends_to, "caption": self.caption, "score": round(self.score, 6),
-                "finished": self.finished, "steps": steps}
+        out = {"image": self.image, "width": self.width, "height": self.height, "model": self.model,
+               "attends_to": self.attends_to, "caption": self.caption, "score": round(self.score, 6),
+               "finished": self.finished, "steps": steps}
+        if self.text is not None:   # steps are sub-word tokens; the caption is their text
+            out["subword"] = True
+        return out
 
     @classmethod
     def from_json(cls, obj: dict) -> "AttentionTrace":
@@ -121,10 +128,10 @@ class AttentionTrace:
             steps.append(TraceStep(s["word"], -1, s["logprob"], att,
                                    [(a["word"], a["prob"]) for a in s.get("alternatives", [])],
                                    s.get("beta"), None if sample is None else sample[0] * len(s["grid"]) + sample[1],
-                                   heads, s.get("steered", False)))
+                                   heads, s.get("steered", False), s.get("class_token")))
         return cls(obj["model"], obj.get("attends_to", AttendsTo.GRID if boxes is None else AttendsTo.REGIONS), steps,
                    obj["width"], obj["height"], obj.get("image", ""), obj.get("score", 0.0),
-                   obj.get("finished", True), boxes, labels, scores)
+                   obj.get("finished", True), boxes, labels, scores, obj["caption"] if obj.get("subword") else None)
 
 
 def build_trace(hyp, vocab, model_name: str, attends_to: AttendsTo, width: int, height: int, image: str = "",
@@ -139,7 +146,8 @@ def build_trace(hyp, vocab, model_name: str, attends_to: AttendsTo, width: int, 
         steps.append(TraceStep(vocab.words[token], token, float(hyp.logprobs[t]), att.astype(np.float32), alts,
                                None if hyp.beta is None else float(hyp.beta[t]),
                                None if hyp.sample is None else int(hyp.sample[t]),
-                               None if hyp.heads is None else hyp.heads[t].float().numpy()))
+                               None if hyp.heads is None else hyp.heads[t].float().numpy(),
+                               outside=None if hyp.outside is None else float(hyp.outside[t])))
     kw = {}
     if attends_to == AttendsTo.REGIONS and regions is not None:
         kw = {"region_boxes": regions.boxes, "region_labels": list(regions.labels), "region_scores": regions.scores}

@@ -52,6 +52,7 @@ class Step:
     sample: torch.Tensor | None = None          # (B,) attended cell drawn by hard attention
     sample_logprob: torch.Tensor | None = None  # (B,) log alpha of that cell (training signal)
     heads: torch.Tensor | None = None           # (B, layers, heads, K) multi-head models: every head's weights
+    outside: torch.Tensor | None = None         # (B,) weight the summary put outside the K units (a ViT's class token)
 
 
 @dataclass

@@ -1,0 +1,345 @@
+"""`--model hf:PATH`: a local Hugging Face VisionEncoderDecoderModel (ViT + GPT-2) behind our step interface.
+
+Tiny random models built here from small configs (no download): our decoding loop must give the
+model's own greedy tokens, log-probs and cross-attentions; hiding must hold; pickles are refused.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from viewer.engine.checkpoints import CheckpointError  # noqa: E402
+from viewer.engine.decoding import DecodeSettings, decode  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COFFEE = os.path.join(ROOT, "assets", "coffee.jpg")
+WORDS = ["<|endoftext|>", "<unk>", "a", "cup", "of", "coffee", "on", "the", "table", "cat", "red", "white",
+         "sits", "with", "spoon", "saucer", "and", "in", "blue", "sky", "dog", "mat", "rocket", "flag"]
+SIDE, PATCH = 4, 8   # 32 px images, 4x4 patches
+
+
+def word_tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>",
+                                                bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+
+
+def subword_tokenizer():
+    """A byte-level BPE (GPT-2's kind) learnt on a few captions: unseen words split into sub-words."""
+    from tokenizers import ByteLevelBPETokenizer
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(["a cup of coffee on the table", "a cat sits on the mat"] * 5, vocab_size=280,
+                            min_frequency=1, special_tokens=["<|endoftext|>"], show_progress=False)
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>",
+                                                eos_token="<|endoftext|>")
+
+
+def write_tiny(folder, seed: int = 0, layers: int = 2, heads: int = 4, tokenizer=None) -> str:
+    """A random ViT + GPT-2 VisionEncoderDecoderModel with its tokenizer and image processor."""
+    torch.manual_seed(seed)
+    tokenizer = tokenizer or word_tokenizer()
+    eos = tokenizer.eos_token_id
+    vit = transformers.ViTConfig(image_size=SIDE * PATCH, patch_size=PATCH, hidden_size=24, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=48)
+    gpt = transformers.GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=layers, n_head=heads,
+                                  add_cross_attention=True, bos_token_id=eos, eos_token_id=eos, initializer_range=0.3)
+    config = transformers.VisionEncoderDecoderConfig.from_encoder_decoder_configs(vit, gpt)
+    config.decoder_start_token_id, config.eos_token_id, config.pad_token_id = eos, eos, eos
+    model = transformers.VisionEncoderDecoderModel(config=config).eval()
+    model.save_pretrained(str(folder), safe_serialization=True)
+    tokenizer.save_pretrained(str(folder))
+    transformers.ViTImageProcessor(size={"height": SIDE * PATCH, "width": SIDE * PATCH}).save_pretrained(str(folder))
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from viewer.engine.models.hf import load_folder
+    folder = write_tiny(tmp_path_factory.mktemp("hf"))
+    lm = load_folder("hf:" + folder)
+    reference = transformers.VisionEncoderDecoderModel.from_pretrained(folder, use_safetensors=True,
+                                                                       attn_implementation="eager").eval()
+    return folder, lm, reference
+
+
+def pixels(lm, seed=0):
+    torch.manual_seed(seed)
+    return torch.randn(2, 3, SIDE * PATCH, SIDE * PATCH)
+
+
+def inputs(lm, px):
+    with torch.no_grad():
+        feats = lm.image_encoder.encode(px)
+    return feats, torch.ones(feats.shape[:2], dtype=torch.bool)
+
+
+def test_greedy_equals_generate(tiny):
+    _, lm, reference = tiny
+    px = pixels(lm)
+    feats, mask = inputs(lm, px)
+    hyps = decode(lm.model, feats, mask, DecodeSettings(strategy="greedy", max_len=12), lm.vocab)
+    with torch.no_grad():
+        out = reference.generate(pixel_values=px, do_sample=False, num_beams=1, max_new_tokens=12)
+    for i, hs in enumerate(hyps):
+        expected = out[i, 1:].tolist()
+        if 0 in expected:
+            expected = expected[: expected.index(0) + 1]
+        assert hs[0].tokens == expected
+        assert len(expected) > 2   # the check means something
+
+
+def test_forced_logprobs_and_heads_match_forward(tiny):
+    _, lm, reference = tiny
+    px = pixels(lm, seed=1)
+    feats, mask = inputs(lm, px)
+    caption = [[3, 4, 5, 6, 7, 8, 0]]
+    hyps = decode(lm.model, feats, mask, DecodeSettings(strategy="forced"), lm.vocab, [caption[0], caption[0]])
+    ids = torch.tensor([[0] + caption[0][:-1]] * 2)
+    with torch.no_grad():
+        out = reference(pixel_values=px, decoder_input_ids=ids, output_attentions=True)
+    logp = torch.log_softmax(out.logits.float(), -1)
+    cross = torch.stack(out.cross_attentions, 1)                     # (B, layers, heads, T, 1 + K)
+    for i in range(2):
+        h = hyps[i][0]
+        assert h.tokens == caption[0]
+        want = logp[i, torch.arange(len(caption[0])), torch.tensor(caption[0])]
+        assert torch.allclose(torch.tensor(h.logprobs), want, atol=1e-5)
+        heads = cross[i].permute(2, 0, 1, 3)                         # (T, layers, heads, 1 + K)
+        assert h.heads.shape == (len(caption[0]), 2, 4, SIDE * SIDE)
+        assert torch.allclose(h.heads, heads[..., 1:], atol=1e-5)    # patches only
+        summary = heads[:, -1].mean(1)
+        assert torch.allclose(h.outside, summary[:, 0], atol=1e-5)   # the class token's weight, beside the map
+        assert torch.allclose(h.attention, summary[:, 1:] / summary[:, 1:].sum(-1, keepdim=True), atol=1e-5)
+
+
+def test_hidden_patch_features_change_nothing(tiny):
+    _, lm, _ = tiny
+    feats, mask = inputs(lm, pixels(lm, seed=2))
+    mask[:, [0, 5]] = False                      # row 0 too: the class token is read from a visible row
+    settings = DecodeSettings(strategy="greedy", max_len=8)
+    a = decode(lm.model, feats, mask, settings, lm.vocab)
+    changed = feats.clone()
+    changed[:, [0, 5]] = torch.randn_like(changed[:, [0, 5]]) * 10
+    b = decode(lm.model, changed, mask, settings, lm.vocab)
+    for x, y in zip(a, b):
+        assert x[0].tokens == y[0].tokens
+        assert torch.allclose(torch.tensor(x[0].logprobs), torch.tensor(y[0].logprobs), atol=1e-6)
+        assert torch.allclose(x[0].heads, y[0].heads, atol=1e-6)
+        assert float(x[0].heads[..., [0, 5]].abs().max()) == 0.0
+    visible = decode(lm.model, changed, torch.ones_like(mask), settings, lm.vocab)   # the check is not vacuous
+    assert any(not torch.allclose(torch.tensor(v[0].logprobs[:1]), torch.tensor(x[0].logprobs[:1]))
+               for v, x in zip(visible, a))
+
+
+def test_beam_search_and_steering_run(tiny):
+    _, lm, _ = tiny
+    feats, mask = inputs(lm, pixels(lm, seed=3))
+    hyps = decode(lm.model, feats, mask, DecodeSettings(strategy="beam", beam_size=3, max_len=6), lm.vocab)
+    assert all(len(hs) == 3 for hs in hyps)
+    target = torch.zeros(2, SIDE * SIDE)
+    target[:, 7] = 1.0
+    steered = decode(lm.model, feats, mask, DecodeSettings(strategy="greedy", max_len=4), lm.vocab, steer=(1, target))
+    assert torch.allclose(steered[0][0].attention[1], target[0])
+
+
+def test_pickle_only_folder_is_refused_and_nothing_runs(tmp_path):
+    from viewer.engine.models.hf import load_folder
+    folder = write_tiny(tmp_path / "m")
+    os.remove(os.path.join(folder, "model.safetensors"))
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    torch.save({"x": Payload()}, os.path.join(folder, "pytorch_model.bin"))
+    with pytest.raises(CheckpointError, match="pytorch_model.bin.*safetensors"):
+        load_folder("hf:" + folder)
+    assert not marker.exists()
+
+
+def test_safetensors_win_over_a_pickle_beside_them(tmp_path):
+    from viewer.engine.models.hf import load_folder
+    folder = write_tiny(tmp_path / "m")
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    torch.save({"x": Payload()}, os.path.join(folder, "pytorch_model.bin"))
+    assert load_folder("hf:" + folder).vocab.end == 0
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("missing", ["config.json", "model.safetensors", "preprocessor_config.json", "tokenizer.json"])
+def test_missing_file_is_named(tmp_path, missing):
+    from viewer.engine.models.hf import load_folder
+    folder = write_tiny(tmp_path / "m")
+    os.remove(os.path.join(folder, missing))
+    with pytest.raises(CheckpointError, match=f"missing {missing}"):
+        load_folder("hf:" + folder)
+
+
+def test_other_architectures_are_refused_by_name(tmp_path):
+    from viewer.engine.models.hf import load_folder
+    folder = write_tiny(tmp_path / "m")
+    path = os.path.join(folder, "config.json")
+    config = json.load(open(path))
+    config["decoder"]["model_type"] = "bert"
+    json.dump(config, open(path, "w"))
+    with pytest.raises(CheckpointError, match=r"VisionEncoderDecoderModel \(vit \+ bert\) is not supported"):
+        load_folder("hf:" + folder)
+    json.dump({"model_type": "llava", "architectures": ["LlavaForConditionalGeneration"]}, open(path, "w"))
+    with pytest.raises(CheckpointError, match="LlavaForConditionalGeneration is not supported"):
+        load_folder("hf:" + folder)
+
+
+def test_without_transformers_one_clear_error(tmp_path, monkeypatch):
+    from viewer.engine.models import hf
+    folder = write_tiny(tmp_path / "m")
+    monkeypatch.setitem(sys.modules, "transformers", None)   # import transformers -> ImportError
+    with pytest.raises(CheckpointError, match=r"pip install \.\[hf\]"):
+        hf.load_folder("hf:" + folder)
+
+
+def test_pipeline_caption_words_and_tokens(tiny):
+    from viewer.engine.images import load_photo
+    from viewer.engine.pipeline import Captioner
+    folder, _, _ = tiny
+    cap = Captioner(device="cpu")
+    photo = load_photo(COFFEE)
+    trace = cap.caption([photo], "hf:" + folder, DecodeSettings(strategy="greedy", max_len=8))[0][0]
+    assert trace.grid_side == SIDE and trace.steps[0].heads.shape == (2, 4, SIDE * SIDE)
+    assert abs(trace.steps[0].attention.sum() - 1) < 1e-5 and 0 <= trace.steps[0].outside <= 1
+    assert trace.caption == " ".join(trace.words)   # word-level tokenizer: tokens are words
+    forced = cap.force([photo], "hf:" + folder, ["a cup of coffee"])[0]
+    assert [s.word for s in forced.steps] == ["a", "cup", "of", "coffee", "<end>"]
+    assert forced.caption == "a cup of coffee"
+
+
+def test_cli_caption_json_end_to_end(tiny):
+    folder, _, _ = tiny
+    out = subprocess.run([sys.executable, "-m", "viewer", "--device", "cpu", "caption", COFFEE, "--model", "hf:" + folder,
+                          "--json", "--beam", "2", "--max-len", "6"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    trace = json.loads(out.stdout)
+    assert trace["model"] == "hf:" + folder and trace["caption"]
+    assert np.asarray(trace["steps"][0]["grid"]).shape == (SIDE, SIDE)
+    assert "class_token" in trace["steps"][0] and len(trace["steps"][0]["heads"]) == 2
+
+
+def test_subword_tokens_are_steps_and_the_caption_shows_words(tmp_path):
+    from viewer.engine.images import load_photo
+    from viewer.engine.pipeline import Captioner
+    folder = write_tiny(tmp_path / "bpe", tokenizer=subword_tokenizer())
+    cap = Captioner(device="cpu")
+    trace = cap.force([load_photo(COFFEE)], "hf:" + folder, ["a cupcake on the table"])[0]
+    tokens = [s.word for s in trace.steps]
+    assert len(tokens) > 6 and tokens[-1] == "<end>"     # "cupcake" is more than one step
+    assert trace.caption == "a cupcake on the table"
+    obj = trace.to_json()
+    assert [s["word"] for s in obj["steps"]] == tokens and obj["caption"] == "a cupcake on the table"
+    from viewer.engine.trace import AttentionTrace
+    back = AttentionTrace.from_json(obj)
+    assert back.caption == trace.caption and back.steps[0].outside == obj["steps"][0]["class_token"]
+    greedy = cap.caption([load_photo(COFFEE)], "hf:" + folder, DecodeSettings(strategy="greedy", max_len=6))[0][0]
+    assert all(s.alternatives for s in greedy.steps)
+
+
+BLIP_WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[DEC]"] + WORDS[2:]
+
+
+def write_tiny_blip(folder, seed: int = 0) -> str:
+    """A random BlipForConditionalGeneration (ViT-style vision model + BERT-style text decoder)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    torch.manual_seed(seed)
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(BLIP_WORDS)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                                     cls_token="[CLS]", sep_token="[SEP]", bos_token="[DEC]")
+    text = transformers.BlipTextConfig(vocab_size=len(BLIP_WORDS), hidden_size=32, encoder_hidden_size=24,
+                                       intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                       max_position_embeddings=64, bos_token_id=4, sep_token_id=3, pad_token_id=0,
+                                       eos_token_id=3, initializer_range=0.3)
+    vision = transformers.BlipVisionConfig(hidden_size=24, intermediate_size=48, num_hidden_layers=1,
+                                           num_attention_heads=2, image_size=SIDE * PATCH, patch_size=PATCH)
+    config = transformers.BlipConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=16)
+    model = transformers.BlipForConditionalGeneration(config).eval()
+    model.save_pretrained(str(folder), safe_serialization=True)
+    tokenizer.save_pretrained(str(folder))
+    transformers.BlipImageProcessor(size={"height": SIDE * PATCH, "width": SIDE * PATCH}).save_pretrained(str(folder))
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def tiny_blip(tmp_path_factory):
+    from viewer.engine.models.hf import load_folder
+    folder = write_tiny_blip(tmp_path_factory.mktemp("blip"))
+    lm = load_folder("hf:" + folder)
+    reference = transformers.BlipForConditionalGeneration.from_pretrained(folder, use_safetensors=True,
+                                                                          attn_implementation="eager").eval()
+    return folder, lm, reference
+
+
+def test_blip_greedy_equals_generate(tiny_blip):
+    _, lm, reference = tiny_blip
+    px = pixels(lm, seed=4)
+    feats, mask = inputs(lm, px)
+    hyps = decode(lm.model, feats, mask, DecodeSettings(strategy="greedy", max_len=12), lm.vocab)
+    with torch.no_grad():
+        out = reference.generate(pixel_values=px, do_sample=False, num_beams=1, max_new_tokens=12)
+    for i, hs in enumerate(hyps):
+        expected = out[i, 1:].tolist()
+        if 3 in expected:
+            expected = expected[: expected.index(3) + 1]
+        assert hs[0].tokens == expected
+        assert len(expected) > 2
+
+
+def test_blip_forced_logprobs_and_heads_match_forward(tiny_blip):
+    _, lm, reference = tiny_blip
+    px = pixels(lm, seed=5)
+    feats, mask = inputs(lm, px)
+    caption = [6, 7, 8, 9, 10, 11, 3]
+    hyps = decode(lm.model, feats, mask, DecodeSettings(strategy="forced"), lm.vocab, [caption, caption])
+    ids = torch.tensor([[4] + caption[:-1]] * 2)
+    with torch.no_grad():
+        image = reference.vision_model(pixel_values=px).last_hidden_state
+        out = reference.text_decoder(input_ids=ids, encoder_hidden_states=image, output_attentions=True,
+                                     return_dict=True)
+    logp = torch.log_softmax(out.logits.float(), -1)
+    cross = torch.stack(out.cross_attentions, 1)
+    for i in range(2):
+        h = hyps[i][0]
+        want = logp[i, torch.arange(len(caption)), torch.tensor(caption)]
+        assert torch.allclose(torch.tensor(h.logprobs), want, atol=1e-5)
+        assert torch.allclose(h.heads, cross[i].permute(2, 0, 1, 3)[..., 1:], atol=1e-5)
+
+
+def test_blip_pipeline_and_hiding(tiny_blip):
+    from viewer.engine.images import load_photo
+    from viewer.engine.pipeline import Captioner
+    folder, lm, _ = tiny_blip
+    trace = Captioner(device="cpu").force([load_photo(COFFEE)], "hf:" + folder, ["a cup of coffee"])[0]
+    assert [s.word for s in trace.steps] == ["a", "cup", "of", "coffee", "<end>"] and trace.caption == "a cup of coffee"
+    feats, mask = inputs(lm, pixels(lm, seed=6))
+    mask[:, [0, 9]] = False
+    settings = DecodeSettings(strategy="greedy", max_len=6)
+    a = decode(lm.model, feats, mask, settings, lm.vocab)
+    changed = feats.clone()
+    changed[:, [0, 9]] = torch.randn_like(changed[:, [0, 9]]) * 10
+    b = decode(lm.model, changed, mask, settings, lm.vocab)
+    for x, y in zip(a, b):
+        assert x[0].tokens == y[0].tokens
+        assert torch.allclose(torch.tensor(x[0].logprobs), torch.tensor(y[0].logprobs), atol=1e-6)
