@@ -269,7 +269,13 @@ def cmd_evaluate(args) -> int:
         result["explain"] = explain_block
     if args.json:
         print(json.dumps(result))
-        return 0
+    else:
+        _print_evaluation(result)
+    return 0
+
+
+def _print_evaluation(result: dict) -> None:
+    """evaluate without --json: one line per figure, grounding blocks indented, the explain table last."""
     explained = result.pop("explain", None)
     grounding = result.pop("grounding")
     for k, v in result.items():
@@ -284,7 +290,6 @@ def cmd_evaluate(args) -> int:
     if explained is not None:
         from .analysis.explain_eval import explain_table
         print(explain_table(explained))
-    return 0
 
 
 def _evaluate_boxes(args) -> int:
