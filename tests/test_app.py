@@ -204,18 +204,25 @@ def _image_size(page, elem_id):
     return page.evaluate(size)
 
 
+def _captioned_page(browser, url: str, timeout_ms: int):
+    """A page of the app at `url` that has uploaded coffee.jpg and captioned it with the first model."""
+    from playwright.sync_api import expect
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.set_default_timeout(timeout_ms)
+    page.goto(url)
+    page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
+    page.wait_for_timeout(1500)
+    page.locator("#run").click()
+    expect(page.locator("#status")).to_contain_text("caption", timeout=90_000)
+    return page
+
+
 def test_browser_session(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
     url, studio = server
     with sync_playwright() as p:
         browser = _browser(p)
-        page = browser.new_page(viewport={"width": 1500, "height": 1100})
-        page.set_default_timeout(60_000)
-        page.goto(url)
-        page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
-        page.wait_for_timeout(1500)
-        page.locator("#run").click()
-        expect(page.locator("#status")).to_contain_text("caption", timeout=90_000)
+        page = _captioned_page(browser, url, 60_000)
         words = page.locator("#caption .token")
         expect(words.first).to_be_visible()
         n_words = words.count()

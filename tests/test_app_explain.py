@@ -8,13 +8,12 @@ import re
 import numpy as np
 import pytest
 
-from viewer.analysis import explain as E
 from viewer.app import panels as P
 from viewer.app import session as S
 from viewer.engine.decoding import DecodeSettings
 
 from conftest import ASSETS
-from test_app import _browser
+from test_app import _browser, _captioned_page
 
 
 @pytest.fixture(scope="module")
@@ -107,13 +106,7 @@ def test_browser_explain_with_and_trust_card(server):
     url, studio = server
     with sync_playwright() as p:
         browser = _browser(p)
-        page = browser.new_page(viewport={"width": 1500, "height": 1100})
-        page.set_default_timeout(90_000)
-        page.goto(url)
-        page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
-        page.wait_for_timeout(1500)
-        page.locator("#run").click()
-        expect(page.locator("#status")).to_contain_text("caption", timeout=90_000)
+        page = _captioned_page(browser, url, 90_000)
         expect(page.locator("#explain-with").get_by_text("occlusion (what it needed)")).to_be_visible()
         before = page.locator("#view img").get_attribute("src")
         page.locator("#explain-with").get_by_text("occlusion (what it needed)").click()

@@ -62,14 +62,17 @@ def write_tiny(folder, seed: int = 0, layers: int = 2, heads: int = 4, tokenizer
     return str(folder)
 
 
+def _written_and_loaded(tmp_path_factory, name: str, write, model_class):
+    """(folder, our loaded model, the transformers reference) for a tiny model written by `write`."""
+    from viewer.engine.models.hf import load_folder
+    folder = write(tmp_path_factory.mktemp(name))
+    reference = model_class.from_pretrained(folder, use_safetensors=True, attn_implementation="eager").eval()
+    return folder, load_folder("hf:" + folder), reference
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from viewer.engine.models.hf import load_folder
-    folder = write_tiny(tmp_path_factory.mktemp("hf"))
-    lm = load_folder("hf:" + folder)
-    reference = transformers.VisionEncoderDecoderModel.from_pretrained(folder, use_safetensors=True,
-                                                                       attn_implementation="eager").eval()
-    return folder, lm, reference
+    return _written_and_loaded(tmp_path_factory, "hf", write_tiny, transformers.VisionEncoderDecoderModel)
 
 
 def pixels(lm, seed=0):
@@ -284,12 +287,7 @@ def write_tiny_blip(folder, seed: int = 0) -> str:
 
 @pytest.fixture(scope="module")
 def tiny_blip(tmp_path_factory):
-    from viewer.engine.models.hf import load_folder
-    folder = write_tiny_blip(tmp_path_factory.mktemp("blip"))
-    lm = load_folder("hf:" + folder)
-    reference = transformers.BlipForConditionalGeneration.from_pretrained(folder, use_safetensors=True,
-                                                                          attn_implementation="eager").eval()
-    return folder, lm, reference
+    return _written_and_loaded(tmp_path_factory, "blip", write_tiny_blip, transformers.BlipForConditionalGeneration)
 
 
 def test_blip_greedy_equals_generate(tiny_blip):

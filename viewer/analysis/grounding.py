@@ -54,13 +54,15 @@ SYNONYMS = {
 }
 
 
+def word_forms(word: str) -> list[str]:
+    """A caption word, lower case, then its singular guesses ('dogs' -> 'dog', 'boxes' -> 'box')."""
+    w = word.lower()
+    return [c for c in (w, w[:-1] if w.endswith("s") else None, w[:-2] if w.endswith("es") else None) if c]
+
+
 def word_class(word: str) -> str | None:
     """The COCO class a caption word names, if any ('dogs' -> 'dog', 'puppy' -> 'dog')."""
-    w = word.lower()
-    for candidate in (w, w[:-1] if w.endswith("s") else None, w[:-2] if w.endswith("es") else None):
-        if candidate and candidate in SYNONYMS:
-            return SYNONYMS[candidate]
-    return None
+    return next((SYNONYMS[c] for c in word_forms(word) if c in SYNONYMS), None)
 
 
 def union_mask(boxes: np.ndarray, size: int) -> np.ndarray:
@@ -87,6 +89,9 @@ def inside_fractions(units: np.ndarray, boxes: np.ndarray, raster: int = RASTER)
     x1, y1 = np.minimum(x1, x2 - 1), np.minimum(y1, y2 - 1)
     sums = integral[y2, x2] - integral[y1, x2] - integral[y2, x1] + integral[y1, x1]
     return sums / ((x2 - x1) * (y2 - y1))
+
+
+CENTRE = np.array([0.5, 0.5, 0.5, 0.5])   # the photo's centre, as a zero-size box: the centre pointer
 
 
 def centre_inside(unit: np.ndarray, boxes: np.ndarray) -> bool:
@@ -129,14 +134,24 @@ def ground_words(words: list[str], attention: np.ndarray, units: np.ndarray, reg
         if not len(boxes):
             out.append(Grounding(t, word, cls, image=image))
             continue
-        a, inside = attention[t], inside_fractions(units, boxes)
-        out.append(Grounding(
-            t, word, cls, float((a * inside).sum()), float(union_mask(boxes, RASTER).mean()),
-            centre_inside(units[int(np.argmax(a))], boxes), centre_inside(np.array([0.5, 0.5, 0.5, 0.5]), boxes),
-            uniform=float(inside.mean()), top_detection_hit=None if top is None else centre_inside(top, boxes),
-            drawn_hit=None if drawn is None else centre_inside(units[int(drawn[t])], boxes),
-            heatmap_hit=centre_inside(heatmap_peak(units, a), boxes) if heatmap else None, image=image))
+        out.append(ground_word(t, word, cls, attention[t], units, boxes, image, top,
+                               None if drawn is None else units[int(drawn[t])], heatmap))
     return out
+
+
+def ground_word(t: int, word: str, name: str, a: np.ndarray, units: np.ndarray, boxes: np.ndarray, image: int = 0,
+                top: np.ndarray | None = None, drawn_unit: np.ndarray | None = None, heatmap: bool = False
+                ) -> Grounding:
+    """One word's map `a` (over `units`) against the boxes of what it names: the mass inside, pointing
+    (an all-zero map, no evidence, points nowhere), and on the same boxes the centre pointer, uniform
+    mass, and (when given) the top detection, hard attention's drawn unit and the region heatmap's peak."""
+    inside = inside_fractions(units, boxes)
+    return Grounding(
+        t, word, name, float((a * inside).sum()), float(union_mask(boxes, RASTER).mean()),
+        bool(a.any()) and centre_inside(units[int(np.argmax(a))], boxes), centre_inside(CENTRE, boxes),
+        uniform=float(inside.mean()), top_detection_hit=None if top is None else centre_inside(top, boxes),
+        drawn_hit=None if drawn_unit is None else centre_inside(drawn_unit, boxes),
+        heatmap_hit=centre_inside(heatmap_peak(units, a), boxes) if heatmap else None, image=image)
 
 
 def top_detection(regions: Regions) -> np.ndarray | None:

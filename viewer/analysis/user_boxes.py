@@ -39,12 +39,10 @@ import numpy as np
 
 from ..engine.images import GRID, ImageError, load_photo
 from ..engine.vocab import tokenize
-from .grounding import (Grounding, RASTER, bootstrap_ci, centre_inside, grid_units, grounding_summary,
-                        inside_fractions, union_mask)
+from .grounding import Grounding, bootstrap_ci, grid_units, ground_word, grounding_summary, word_forms
 
 WORD_MATCHING = ('a caption word grounds against a box key that equals it (case-insensitive) or equals it '
                  'without a plural "s" or "es" ("dogs" -> "dog", "boxes" -> "box")')
-CENTRE = np.array([0.5, 0.5, 0.5, 0.5])
 EXTRA_METHODS = ("occlusion", "gradcam", "relevancy")
 
 
@@ -70,11 +68,7 @@ class BoxedPhoto:
 
 def match_key(word: str, keys) -> str | None:
     """The box key a caption word names: exact, else without a plural 's' / 'es'; None if none."""
-    w = word.lower()
-    for candidate in (w, w[:-1] if w.endswith("s") else None, w[:-2] if w.endswith("es") else None):
-        if candidate and candidate in keys:
-            return candidate
-    return None
+    return next((c for c in word_forms(word) if c in keys), None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -191,17 +185,8 @@ def ground_maps(words: list[str], maps: np.ndarray, photo: BoxedPhoto, image: in
     <end> are ignored). An all-zero map (no evidence) has mass 0 and points nowhere (a miss)."""
     maps = np.asarray(maps, np.float64).reshape(len(maps), -1)
     units = grid_units(maps.shape[1])
-    out = []
-    for t, word in enumerate(words[:len(maps)]):
-        key = match_key(word, photo.boxes)
-        if key is None:
-            continue
-        boxes = photo.unit_boxes(key)
-        a, inside = maps[t], inside_fractions(units, boxes)
-        hit = bool(a.sum() > 0) and centre_inside(units[int(np.argmax(a))], boxes)
-        out.append(Grounding(t, word, key, float((a * inside).sum()), float(union_mask(boxes, RASTER).mean()),
-                             hit, centre_inside(CENTRE, boxes), uniform=float(inside.mean()), image=image))
-    return out
+    keys = [(t, word, match_key(word, photo.boxes)) for t, word in enumerate(words[:len(maps)])]
+    return [ground_word(t, word, key, maps[t], units, photo.unit_boxes(key), image) for t, word, key in keys if key]
 
 
 SUMMARY_KEYS = ("words", "mass_in_box", "mass_in_box_ci", "mass_uniform_baseline", "box_area", "pointing",

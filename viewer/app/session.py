@@ -252,19 +252,16 @@ class Studio:
     # --- explaining ----------------------------------------------------------------------------
     def explain(self, ex: Exploration, method: str) -> Explanation:
         """`method`'s maps for every word of the shown caption, computed once per photo, model and
-        caption (an LRU shared by sessions), kept on the Exploration so stepping only draws."""
+        caption (an LRU shared by sessions), kept on the Exploration so stepping only draws. Computed
+        under the Studio's lock, as decodes are: OpenCV's detector net is not safe to share between
+        threads, and occlusion reruns it for region models."""
         caption = ex.trace.caption
         key = (photo_key(ex.photo), ex.model, caption, method)
         with self._lock:
             found = self._explanations.get(key)
             if found is None:
-                pipe = self._pipes.get(key[:3])
-                if pipe is None:
-                    pipe = self._pipes[key[:3]] = Pipeline(self.captioner, ex.photo, ex.model, caption)
-                    while len(self._pipes) > 8:
-                        self._pipes.pop(next(iter(self._pipes)))
                 found = self._explanations[key] = explain(self.captioner, ex.photo, ex.model, caption, (method,),
-                                                          pipe=pipe)
+                                                          pipe=self._pipe_locked(ex))
                 while len(self._explanations) > self.max_decodes:
                     self._explanations.popitem(last=False)
             self._explanations.move_to_end(key)
@@ -272,21 +269,29 @@ class Studio:
         return found
 
     def pipe(self, ex: Exploration) -> Pipeline:
-        """The photo-space pipeline of the shown caption (computed by `explain`)."""
-        self.explain(ex, "attention")
-        return self._pipes[(photo_key(ex.photo), ex.model, ex.trace.caption)]
+        """The photo-space pipeline of the shown caption (its features and blurred copy), shared by
+        its explanations, deletion curves and visual dependence."""
+        with self._lock:
+            return self._pipe_locked(ex)
+
+    def _pipe_locked(self, ex: Exploration, keep: int = 8) -> Pipeline:
+        key = (photo_key(ex.photo), ex.model, ex.trace.caption)
+        if key not in self._pipes:
+            self._pipes[key] = Pipeline(self.captioner, ex.photo, ex.model, ex.trace.caption)
+            while len(self._pipes) > keep:
+                self._pipes.pop(next(iter(self._pipes)))
+        return self._pipes[key]
 
     def trust(self, ex: Exploration) -> tuple[dict[str, Explanation], Deletion]:
         """Every method's maps of the shown caption and the selected word's pixel-space deletion
         curves under each (one batch of blurred photos), cached per photo, model, caption and word."""
         found = {m: self.explain(ex, m) for m in self.methods(ex.model)}
         key = (photo_key(ex.photo), ex.model, ex.trace.caption, ex.step)
-        with self._lock:
+        with self._lock:   # reruns the pipeline (the detector too): under the lock, as `explain`
             curves = self._deletions.get(key)
-        if curves is None:
-            curves = deletion(self.pipe(ex), {m: e.maps[m] for m, e in found.items()}, steps=[ex.step])
-            with self._lock:
-                self._deletions[key] = curves
+            if curves is None:
+                maps = {m: e.maps[m] for m, e in found.items()}
+                curves = self._deletions[key] = deletion(self._pipe_locked(ex), maps, steps=[ex.step])
                 while len(self._deletions) > self.max_decodes:
                     self._deletions.pop(next(iter(self._deletions)))
         return found, curves
@@ -301,7 +306,8 @@ class Studio:
         if caption not in ex.dependence:
             if self.methods(ex.model) == ("attention",):
                 return None
-            ex.dependence[caption] = visual_dependence(self.pipe(ex))
+            with self._lock:   # reruns the pipeline: under the lock, as `explain`
+                ex.dependence[caption] = visual_dependence(self._pipe_locked(ex))
         return ex.dependence[caption]
 
     def compare_methods(self, ex: Exploration, columns: int = 3) -> list[AttentionTrace]:
