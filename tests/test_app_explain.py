@@ -112,6 +112,7 @@ def test_browser_explain_with_and_trust_card(server):
         page.locator("#explain-with").get_by_text("occlusion (what it needed)").click()
         page.wait_for_function("(b) => document.querySelector('#view img').src !== b", arg=before, timeout=120_000)
         expect(page.locator("#panel .step-facts")).to_contain_text("the view shows occlusion")
+        expect(page.locator("#scale input[value='stretch']")).to_be_checked()   # explanations: drawn stretched
         page.get_by_text("Diagnose: grounding").click()
         page.locator("#trust-btn").click()
         expect(page.locator("#trust .trust-tile")).to_have_count(3, timeout=180_000)

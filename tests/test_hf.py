@@ -86,43 +86,57 @@ def inputs(lm, px):
     return feats, torch.ones(feats.shape[:2], dtype=torch.bool)
 
 
-def test_greedy_equals_generate(tiny):
-    _, lm, reference = tiny
-    px = pixels(lm)
+def assert_greedy_equals_generate(lm, reference, seed: int, end: int):
+    px = pixels(lm, seed)
     feats, mask = inputs(lm, px)
     hyps = decode(lm.model, feats, mask, DecodeSettings(strategy="greedy", max_len=12), lm.vocab)
     with torch.no_grad():
         out = reference.generate(pixel_values=px, do_sample=False, num_beams=1, max_new_tokens=12)
     for i, hs in enumerate(hyps):
         expected = out[i, 1:].tolist()
-        if 0 in expected:
-            expected = expected[: expected.index(0) + 1]
+        if end in expected:
+            expected = expected[: expected.index(end) + 1]
         assert hs[0].tokens == expected
         assert len(expected) > 2   # the check means something
 
 
-def test_forced_logprobs_and_heads_match_forward(tiny):
-    _, lm, reference = tiny
-    px = pixels(lm, seed=1)
+def assert_forced_matches_forward(lm, reference, seed: int, caption: list[int], start: int, special: int = 1):
+    """Our forced log-probs, every layer's and head's map, the summary map and the special tokens'
+    weight equal the model's own forward pass (output_attentions=True)."""
+    px = pixels(lm, seed)
     feats, mask = inputs(lm, px)
-    caption = [[3, 4, 5, 6, 7, 8, 0]]
-    hyps = decode(lm.model, feats, mask, DecodeSettings(strategy="forced"), lm.vocab, [caption[0], caption[0]])
-    ids = torch.tensor([[0] + caption[0][:-1]] * 2)
+    hyps = decode(lm.model, feats, mask, DecodeSettings(strategy="forced"), lm.vocab, [caption, caption])
+    ids = torch.tensor([[start] + caption[:-1]] * 2)
     with torch.no_grad():
-        out = reference(pixel_values=px, decoder_input_ids=ids, output_attentions=True)
+        if hasattr(reference, "text_decoder"):   # BLIP: its vision model, then its text decoder
+            image = reference.vision_model(pixel_values=px).last_hidden_state
+            out = reference.text_decoder(input_ids=ids, encoder_hidden_states=image, output_attentions=True,
+                                         return_dict=True)
+        else:
+            out = reference(pixel_values=px, decoder_input_ids=ids, output_attentions=True)
     logp = torch.log_softmax(out.logits.float(), -1)
-    cross = torch.stack(out.cross_attentions, 1)                     # (B, layers, heads, T, 1 + K)
+    cross = torch.stack(out.cross_attentions, 1)                     # (B, layers, heads, T, n + K)
     for i in range(2):
         h = hyps[i][0]
-        assert h.tokens == caption[0]
-        want = logp[i, torch.arange(len(caption[0])), torch.tensor(caption[0])]
+        assert h.tokens == caption
+        want = logp[i, torch.arange(len(caption)), torch.tensor(caption)]
         assert torch.allclose(torch.tensor(h.logprobs), want, atol=1e-5)
-        heads = cross[i].permute(2, 0, 1, 3)                         # (T, layers, heads, 1 + K)
-        assert h.heads.shape == (len(caption[0]), 2, 4, SIDE * SIDE)
-        assert torch.allclose(h.heads, heads[..., 1:], atol=1e-5)    # patches only
+        heads = cross[i].permute(2, 0, 1, 3)                         # (T, layers, heads, n + K)
+        assert h.heads.shape == (len(caption), *heads.shape[1:3], SIDE * SIDE)
+        assert torch.allclose(h.heads, heads[..., special:], atol=1e-5)    # patches only
         summary = heads[:, -1].mean(1)
-        assert torch.allclose(h.outside, summary[:, 0], atol=1e-5)   # the class token's weight, beside the map
-        assert torch.allclose(h.attention, summary[:, 1:] / summary[:, 1:].sum(-1, keepdim=True), atol=1e-5)
+        assert torch.allclose(h.outside, summary[:, :special].sum(-1), atol=1e-5)   # beside the map
+        patches = summary[:, special:]
+        assert torch.allclose(h.attention, patches / patches.sum(-1, keepdim=True), atol=1e-5)
+
+
+@pytest.mark.parametrize("which,start,end,caption", [("tiny", 0, 0, [3, 4, 5, 6, 7, 8, 0]),
+                                                      ("tiny_blip", 4, 3, [6, 7, 8, 9, 10, 11, 3])])
+def test_greedy_equals_generate_and_forced_matches_forward(request, which, start, end, caption):
+    """ViT + GPT-2 and BLIP: our greedy decode is the model's generate, our forced steps its forward."""
+    _, lm, reference = request.getfixturevalue(which)
+    assert_greedy_equals_generate(lm, reference, 0, end=end)
+    assert_forced_matches_forward(lm, reference, 1, caption, start=start)
 
 
 def test_hidden_patch_features_change_nothing(tiny):
@@ -199,9 +213,9 @@ def test_other_architectures_are_refused_by_name(tmp_path):
     folder = write_tiny(tmp_path / "m")
     path = os.path.join(folder, "config.json")
     config = json.load(open(path))
-    config["decoder"]["model_type"] = "bert"
+    config["decoder"]["model_type"] = "roberta"
     json.dump(config, open(path, "w"))
-    with pytest.raises(CheckpointError, match=r"VisionEncoderDecoderModel \(vit \+ bert\) is not supported"):
+    with pytest.raises(CheckpointError, match=r"VisionEncoderDecoderModel \(vit \+ roberta\) is not supported"):
         load_folder("hf:" + folder)
     json.dump({"model_type": "llava", "architectures": ["LlavaForConditionalGeneration"]}, open(path, "w"))
     with pytest.raises(CheckpointError, match="LlavaForConditionalGeneration is not supported"):
@@ -256,6 +270,10 @@ def test_subword_tokens_are_steps_and_the_caption_shows_words(tmp_path):
     from viewer.engine.trace import AttentionTrace
     back = AttentionTrace.from_json(obj)
     assert back.caption == trace.caption and back.steps[0].outside == obj["steps"][0]["class_token"]
+    assert back.pieces == trace.pieces and "".join(trace.pieces) == trace.caption
+    from viewer.app.session import shown_tokens
+    shown = shown_tokens(trace)                          # the app's caption: a word's tokens stand together
+    assert len(shown) == len(tokens) and "".join(shown) == "a cupcake on the table <end> "
     greedy = cap.caption([load_photo(COFFEE)], "hf:" + folder, DecodeSettings(strategy="greedy", max_len=6))[0][0]
     assert all(s.alternatives for s in greedy.steps)
 
@@ -290,39 +308,47 @@ def tiny_blip(tmp_path_factory):
     return _written_and_loaded(tmp_path_factory, "blip", write_tiny_blip, transformers.BlipForConditionalGeneration)
 
 
-def test_blip_greedy_equals_generate(tiny_blip):
-    _, lm, reference = tiny_blip
-    px = pixels(lm, seed=4)
-    feats, mask = inputs(lm, px)
-    hyps = decode(lm.model, feats, mask, DecodeSettings(strategy="greedy", max_len=12), lm.vocab)
-    with torch.no_grad():
-        out = reference.generate(pixel_values=px, do_sample=False, num_beams=1, max_new_tokens=12)
-    for i, hs in enumerate(hyps):
-        expected = out[i, 1:].tolist()
-        if 3 in expected:
-            expected = expected[: expected.index(3) + 1]
-        assert hs[0].tokens == expected
-        assert len(expected) > 2
+def write_tiny_pair(folder, encoder: str, decoder: str, seed: int = 0) -> str:
+    """A random VisionEncoderDecoderModel of `encoder` (vit, deit) + `decoder` (gpt2, bert), widths
+    differing so the encoder-to-decoder projection is used."""
+    torch.manual_seed(seed)
+    if decoder == "gpt2":
+        tokenizer = word_tokenizer()
+        dec = transformers.GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=2, n_head=4,
+                                      add_cross_attention=True, bos_token_id=0, eos_token_id=0, initializer_range=0.3)
+        start, end, pad = 0, 0, 0
+    else:
+        from tokenizers import Tokenizer, models, pre_tokenizers
+        tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(BLIP_WORDS)}, unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                                         cls_token="[CLS]", sep_token="[SEP]")
+        dec = transformers.BertConfig(vocab_size=len(BLIP_WORDS), hidden_size=32, num_hidden_layers=2,
+                                      num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+                                      is_decoder=True, add_cross_attention=True, initializer_range=0.3)
+        start, end, pad = 2, 3, 0
+    enc_cls = transformers.DeiTConfig if encoder == "deit" else transformers.ViTConfig
+    enc = enc_cls(image_size=SIDE * PATCH, patch_size=PATCH, hidden_size=24, num_hidden_layers=1,
+                  num_attention_heads=2, intermediate_size=48)
+    config = transformers.VisionEncoderDecoderConfig.from_encoder_decoder_configs(enc, dec)
+    config.decoder_start_token_id, config.eos_token_id, config.pad_token_id = start, end, pad
+    model = transformers.VisionEncoderDecoderModel(config=config).eval()
+    model.save_pretrained(str(folder), safe_serialization=True)
+    tokenizer.save_pretrained(str(folder))
+    transformers.ViTImageProcessor(size={"height": SIDE * PATCH, "width": SIDE * PATCH}).save_pretrained(str(folder))
+    return str(folder)
 
 
-def test_blip_forced_logprobs_and_heads_match_forward(tiny_blip):
-    _, lm, reference = tiny_blip
-    px = pixels(lm, seed=5)
-    feats, mask = inputs(lm, px)
-    caption = [6, 7, 8, 9, 10, 11, 3]
-    hyps = decode(lm.model, feats, mask, DecodeSettings(strategy="forced"), lm.vocab, [caption, caption])
-    ids = torch.tensor([[4] + caption[:-1]] * 2)
-    with torch.no_grad():
-        image = reference.vision_model(pixel_values=px).last_hidden_state
-        out = reference.text_decoder(input_ids=ids, encoder_hidden_states=image, output_attentions=True,
-                                     return_dict=True)
-    logp = torch.log_softmax(out.logits.float(), -1)
-    cross = torch.stack(out.cross_attentions, 1)
-    for i in range(2):
-        h = hyps[i][0]
-        want = logp[i, torch.arange(len(caption)), torch.tensor(caption)]
-        assert torch.allclose(torch.tensor(h.logprobs), want, atol=1e-5)
-        assert torch.allclose(h.heads, cross[i].permute(2, 0, 1, 3)[..., 1:], atol=1e-5)
+@pytest.mark.parametrize("encoder,decoder", [("deit", "bert"), ("vit", "bert"), ("deit", "gpt2")])
+def test_deit_and_bert_variants_match_generate_and_forward(tmp_path_factory, encoder, decoder):
+    folder, lm, reference = _written_and_loaded(tmp_path_factory, f"{encoder}-{decoder}",
+                                                lambda f: write_tiny_pair(f, encoder, decoder),
+                                                transformers.VisionEncoderDecoderModel)
+    assert lm.model.proj is not None and lm.model.special == (2 if encoder == "deit" else 1)
+    start, end = (0, 0) if decoder == "gpt2" else (2, 3)
+    assert_greedy_equals_generate(lm, reference, 7, end=end)
+    caption = [3, 4, 5, 6, 7, 8, 0] if decoder == "gpt2" else [6, 7, 8, 9, 10, 11, 3]
+    assert_forced_matches_forward(lm, reference, 8, caption, start=start, special=lm.model.special)
 
 
 def test_blip_pipeline_and_hiding(tiny_blip):
@@ -341,3 +367,111 @@ def test_blip_pipeline_and_hiding(tiny_blip):
     for x, y in zip(a, b):
         assert x[0].tokens == y[0].tokens
         assert torch.allclose(torch.tensor(x[0].logprobs), torch.tensor(y[0].logprobs), atol=1e-6)
+
+
+# --- explanations (issue 27) through the model's own ViT ---------------------------------------------
+
+def test_explanations_through_the_models_own_encoder(tiny):
+    """Occlusion and Grad-CAM run on hf: models: the photo-space run with nothing occluded is the
+    model's own forced run, attention is the forced trace's, Grad-CAM is the gradient's own formula."""
+    from viewer.analysis.explain import Pipeline, attention_grid, available_methods, explain, gradcam_maps, to_grid
+    from viewer.engine.images import load_photo
+    from viewer.engine.pipeline import Captioner
+    folder, _, _ = tiny
+    cap, photo, model = Captioner(device="cpu"), load_photo(COFFEE), "hf:" + folder
+    assert available_methods(cap, model) == ("attention", "occlusion", "gradcam")
+    caption = "a cup of coffee on the table"
+    forced = cap.force([photo], model, [caption])[0]
+    pipe = Pipeline(cap, photo, model, caption)
+    found = explain(cap, photo, model, caption, ("attention", "occlusion", "gradcam"), pipe=pipe)
+    for m, maps in found.maps.items():
+        assert maps.shape == (len(forced.steps), 14, 14)
+        sums = maps.reshape(len(maps), -1).sum(1)
+        assert np.allclose(sums[~found.empty[m]], 1, atol=1e-5)
+    assert np.allclose(found.logprobs, [s.logprob for s in forced.steps], atol=1e-5)
+    assert np.allclose(found.maps["attention"], attention_grid(forced), atol=1e-6)
+    unoccluded = pipe.logprobs(torch.ones(1, 14, 14))[0]    # blends in the processor's space: nothing moved
+    assert torch.allclose(unoccluded, pipe.base(), atol=1e-4)
+    assert not torch.allclose(pipe.logprobs(torch.zeros(1, 14, 14))[0], pipe.base(), atol=1e-3)
+    assert found.maps["occlusion"].any()
+    d = pipe.model.enc_dim                                   # Grad-CAM's A: the patch tokens, not the class token
+    g = pipe.features.grid.float()
+    patches = g[:, :d].clone().requires_grad_(True)
+    with torch.enable_grad():
+        lp = pipe.grid_logprobs(torch.cat([patches, g[:, d:]], -1)[None])[0]
+        t = 3
+        grad, = torch.autograd.grad(lp[t], patches)
+    cam = torch.relu((patches.detach() * grad.mean(0)).sum(-1)).reshape(1, SIDE, SIDE).numpy()
+    assert np.allclose(gradcam_maps(pipe)[t], to_grid(cam)[0], atol=1e-5)
+
+
+# --- the app's model list and the browser ------------------------------------------------------------
+
+def test_a_checkpoints_folder_lists_hf_models(tmp_path):
+    from viewer.engine.checkpoints import available, read_meta, resolve
+    folder = write_tiny(tmp_path / "vit-gpt2")
+    (tmp_path / "notes").mkdir()                               # a folder without config.json is not a model
+    found = available(str(tmp_path))
+    assert found == {"hf:vit-gpt2": "hf:" + folder}
+    assert resolve("hf:vit-gpt2", str(tmp_path)) == "hf:" + folder
+    assert read_meta(found["hf:vit-gpt2"])["model_type"] == "hf:vit+gpt2"
+    out = subprocess.run([sys.executable, "-m", "viewer", "--checkpoints", str(tmp_path), "models", "--json"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    listed = json.loads(out.stdout)
+    assert listed["name"] == "hf:vit-gpt2" and listed["type"] == "hf:vit+gpt2" and listed["vocabulary"] == len(WORDS)
+
+
+def test_browser_lists_and_captions_an_hf_model(tmp_path_factory):
+    """The app started on a folder holding an hf: model lists it, captions with it, and shows the
+    class token's weight beside the map and the photo-space methods."""
+    from playwright.sync_api import expect, sync_playwright
+    from test_app import _browser, _captioned_page
+    from viewer.app import create_app, free_port, launch
+    root = tmp_path_factory.mktemp("checkpoints")
+    write_tiny(root / "vit-gpt2")
+    demo, studio = create_app("cpu", str(root))
+    port = free_port()
+    launch(demo, "127.0.0.1", port, block=False)
+    try:
+        with sync_playwright() as p:
+            browser = _browser(p)
+            page = _captioned_page(browser, f"http://127.0.0.1:{port}/", 90_000)
+            expect(page.locator("#model input")).to_have_value("hf:vit-gpt2")
+            words = page.locator("#caption .token")
+            expect(words.first).to_be_visible()
+            traces = list(studio._decodes.values())
+            assert len(traces) == 1 and words.count() == len(traces[0][0].steps)
+            words.nth(1).click()
+            expect(page.locator("#panel .step-facts")).to_contain_text("at step 2")
+            expect(page.locator("#panel .step-facts")).to_contain_text("class token")
+            expect(page.locator("#explain-with").get_by_text("occlusion (what it needed)")).to_be_visible()
+            browser.close()
+    finally:
+        demo.close()
+
+
+def test_bench_times_our_loop_against_generate(tiny):
+    from viewer.measure import bench
+    folder, _, _ = tiny
+    result = bench.run(["hf:" + folder], [COFFEE], "cpu", repeats=1, beam=2)
+    row = result["models"]["hf:" + folder]
+    assert row["end_to_end"]["encoder"]["median_ms"] > 0 and row["batch_images_per_s"] > 0
+    greedy = row["generate"]["greedy"]
+    assert greedy["same_tokens"] is True and greedy["tokens"] > 2     # the two loops made the same caption
+    assert greedy["ratio"] == pytest.approx(greedy["ours_s"] / greedy["generate_s"], abs=0.02)
+    assert "ours / generate" in bench.table(result)
+
+
+def test_evaluate_and_explain_an_hf_model_from_the_command_line(tiny, tiny_data, tmp_path):
+    folder, _, _ = tiny
+    out = subprocess.run([sys.executable, "-m", "viewer", "--device", "cpu", "evaluate", "--model", "hf:" + folder,
+                          "--data", tiny_data, "--split", "dev", "--beam", "1", "--max-len", "6", "--explain",
+                          "occlusion,gradcam", "--explain-photos", "2", "--explain-references", "all", "--json",
+                          "--captions-out", str(tmp_path / "captions.json")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["images"] == 2 and "BLEU-4" in json.dumps(result)
+    block = result["explain"]
+    assert block["methods"] == ["attention", "occlusion", "gradcam"] and block["photos"] == 2

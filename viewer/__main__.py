@@ -149,14 +149,15 @@ def cmd_models(args) -> int:
             print(f"{name}: unusable: {err}")
             continue
         dev = meta.get("dev_metrics", {})
+        size = len(meta["vocab"]) if "vocab" in meta else meta.get("vocab_size")   # hf: folders: config.json's
         if args.json:
-            print(json.dumps({"name": name, "type": meta["model_type"], "path": os.path.relpath(path),
-                              "vocabulary": len(meta["vocab"]), "dev": dev, "dev_settings": meta.get("dev_settings"),
+            where = os.path.relpath(path.removeprefix(checkpoints.HF_PREFIX))
+            print(json.dumps({"name": name, "type": meta["model_type"], "path": where, "vocabulary": size, "dev": dev, "dev_settings": meta.get("dev_settings"),
                               "trained": meta.get("training", {}).get("epochs"), "date": meta.get("date")}))
             continue
         cells = [_dig(dev, keys) for _, keys in MODEL_COLUMNS]
         split = (meta.get("dev_settings") or {}).get("split", "dev")
-        rows.append([name, meta["model_type"], str(len(meta["vocab"])), split]
+        rows.append([name, meta["model_type"], str(size), split]
                     + ["-" if c is None else f"{c:g}" for c in cells])
     if args.json or not rows:
         return 0
@@ -235,8 +236,12 @@ def cmd_evaluate(args) -> int:
                     tensor.copy_(tensor.half())
     data = load_dataset(args.data)
     methods = _methods(args.explain)
-    if methods and loaded.imported:
-        raise ValueError(f"{loaded.name} is an imported model: --explain needs this viewer's encoder grid")
+    if methods:
+        from .analysis.explain import available_methods
+        can = available_methods(captioner, args.model)
+        if not set(methods) <= set(can):
+            raise ValueError(f"{loaded.name} has no {', '.join(m for m in methods if m not in can)} maps here "
+                             f"(it has: {', '.join(can)}); photo-space maps need an encoder this viewer runs")
     settings = DecodeSettings(strategy="beam", beam_size=args.beam, max_len=args.max_len)
     if loaded.imported:   # its own encoder or precomputed features: from the photos, through the pipeline
         metrics, captions = evaluate_photos(captioner, args.model, data, args.split, settings)
@@ -248,13 +253,14 @@ def cmd_evaluate(args) -> int:
     if methods:   # per-word explanation methods on the split's first photos (issue 27)
         from .analysis.explain_eval import explain_report
         paths = data.split(args.split)
-        cache = FeatureCache(args.cache)
-        explain_block = explain_report(captioner, args.model, data, paths, methods,
-                                       regions=[cache.load(p).regions for p in paths[:args.explain_photos or None]],
+        cache = FeatureCache(args.cache)   # filled by evaluate_split; models with their own encoder: detected anew
+        regions = None if loaded.imported else [cache.load(p).regions for p in paths[:args.explain_photos or None]]
+        explain_block = explain_report(captioner, args.model, data, paths, methods, regions=regions,
                                        photos=args.explain_photos, sanity=args.explain_sanity,
                                        references=args.explain_references,
                                        log=lambda m: print(m, file=sys.stderr, flush=True))
-    out = args.captions_out or f"captions_{loaded.name}_{args.split}.json"
+    plain = os.path.basename(loaded.name.removeprefix("hf:").rstrip(os.sep)) or "model"   # hf:FOLDER -> FOLDER
+    out = args.captions_out or f"captions_{plain}_{args.split}.json"
     write_captions(out, captions)
     seen = report_half_seen(data, args.split)   # held-out photos this evaluation looked at
     if args.ship:

@@ -27,11 +27,16 @@ sum_i alpha_i a_i instead of a drawn cell (the deterministic variant its trainin
 the images), so maps are smooth in the photo and need no seeds; its log-probs therefore differ
 slightly from a hard forced decode's.
 
-Only models that see our own encoder's grid (FeatureSource.OURS) can be explained in photo space.
+Photo space is our encoder's 224x224 input, or for `hf:` models their own image processor's
+input (the photo resized and normalised, blurred there: both steps are linear, so keep-mask blends
+commute with them). A model whose grid is not 14x14 (BLIP's 24x24, a tiny test ViT's 4x4) has its
+attention and Grad-CAM maps area-pooled onto the 14x14 grid (`to_grid`). Models that read
+precomputed features, or an imported grid encoder without a photo-space input, show attention only.
 """
 from __future__ import annotations
 
 import copy
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -67,8 +72,9 @@ class Pipeline:
     def __init__(self, captioner, photo: Photo, model: str, caption: str, blur_sigma: float = BLUR_SIGMA):
         self.captioner, self.photo = captioner, photo
         self.lm = lm = captioner.model(model)
-        if lm.vision_spec.source != FeatureSource.OURS:
-            raise ValueError(f"{lm.name} does not read our encoder's grid: photo-space maps need it")
+        self.own_encoder = getattr(lm, "image_encoder", None)     # hf: models: their ViT and image processor
+        if lm.vision_spec.source != FeatureSource.OURS and self.own_encoder is None:
+            raise ValueError(f"{lm.name} does not read photos through an encoder here: photo-space maps need one")
         self.model = lm.model.eval()
         self.regions_model = lm.attends_to == AttendsTo.REGIONS
         self.words = captioner.forced_words(model, caption)
@@ -76,10 +82,17 @@ class Pipeline:
         self.device = captioner.device
         self.tokens = torch.tensor(ids, device=self.device)
         self.banned = torch.tensor([lm.vocab.pad, lm.vocab.start], device=self.device)
-        sq = squash(photo)
-        self.image = torch.from_numpy(sq).float()
-        self.blurred = torch.from_numpy(_blur(sq, blur_sigma)).float()
+        if self.own_encoder is None:
+            sq = squash(photo)
+            self.image = torch.from_numpy(sq).float()
+            self.blurred = torch.from_numpy(_blur(sq, blur_sigma)).float()
+        else:                                                  # (H, W, 3), normalised by the processor
+            pv = self.own_encoder.preprocess([photo])[0].float().cpu()
+            self.image = pv.permute(1, 2, 0)
+            self.blurred = _blur_tensor(pv, blur_sigma * pv.shape[-1] / INPUT_SIZE).permute(1, 2, 0)
         self.features = captioner.inputs(lm, [photo])[0]       # cached grid (+ regions) of the photo
+        self.side = math.isqrt(self.features.grid.shape[0])    # the model's grid: 14, or an hf: ViT's
+        self.cam_dim = getattr(self.model, "enc_dim", self.features.grid.shape[-1])   # hf: rows' patch half
         if self.regions_model:
             self.small = _detector_copy(photo.rgb)
             self.small_blurred = _blur(self.small, blur_sigma * self.small.shape[1] / INPUT_SIZE)
@@ -141,14 +154,19 @@ class Pipeline:
         with torch.inference_mode():
             for i in range(0, len(keep), batch):
                 k = keep[i:i + batch]
-                px = F.interpolate(k[:, None], size=(INPUT_SIZE, INPUT_SIZE), mode="nearest")[:, 0, :, :, None]
-                imgs = px * self.image + (1 - px) * self.blurred
-                grid = self.captioner.vision.encoder(imgs)
+                px = F.interpolate(k[:, None], size=tuple(self.image.shape[:2]), mode="nearest")[:, 0, :, :, None]
+                grid = self.encode(px * self.image + (1 - px) * self.blurred)
                 regions = None
                 if self.regions_model:
                     regions = [self._detect(m) for m in k.numpy()]
                 out.append(self.decode(*self.inputs_from_grid(grid, regions)).cpu())
         return torch.cat(out)
+
+    def encode(self, imgs: torch.Tensor) -> torch.Tensor:
+        """Photo-space images (N, H, W, 3) -> the decoder's feature rows (N, K, C)."""
+        if self.own_encoder is None:
+            return self.captioner.vision.encoder(imgs)
+        return self.own_encoder.encode(imgs.permute(0, 3, 1, 2).to(self.own_encoder.device))
 
     def base(self) -> torch.Tensor:
         """(T,) every word's log-prob on the photo itself (cached features, no encoder run)."""
@@ -167,6 +185,13 @@ class Pipeline:
 
 def _blur(rgb: np.ndarray, sigma: float) -> np.ndarray:
     return np.array(Image.fromarray(rgb).filter(ImageFilter.GaussianBlur(sigma)), dtype=np.uint8)
+
+
+def _blur_tensor(img: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Gaussian blur of a (3, H, W) tensor (the hf: image processor's output)."""
+    from torchvision.transforms.functional import gaussian_blur
+    size = min(2 * math.ceil(3 * sigma) + 1, 2 * (min(img.shape[-2:]) // 2) - 1)
+    return gaussian_blur(img, [size, size], [sigma, sigma])
 
 
 def _detector_copy(rgb: np.ndarray) -> np.ndarray:
@@ -202,12 +227,20 @@ def project_regions(weights: np.ndarray, boxes: np.ndarray, grid: int = GRID, ra
     return dens.reshape(len(dens), grid, raster, grid, raster).sum((2, 4))
 
 
+def to_grid(maps: np.ndarray) -> np.ndarray:
+    """(T, s, s) maps on a model's own grid -> (T, 14, 14), area-pooled (unchanged when s = 14)."""
+    maps = np.asarray(maps, np.float64)
+    if maps.shape[-1] == GRID:
+        return maps
+    return F.adaptive_avg_pool2d(torch.from_numpy(maps)[:, None], GRID)[:, 0].numpy()
+
+
 def attention_grid(trace) -> np.ndarray:
     """A trace's attention as (T, 14, 14) maps (regions projected onto the grid), rows summing to 1."""
     att = np.stack([s.attention for s in trace.steps]).astype(np.float64)
     if trace.attends_to == AttendsTo.REGIONS:
         return normalise(project_regions(att, np.asarray(trace.region_boxes)))[0]
-    return normalise(att.reshape(len(att), trace.grid_side, trace.grid_side))[0]
+    return normalise(to_grid(att.reshape(len(att), trace.grid_side, trace.grid_side)))[0]
 
 
 def attention_maps(pipe: Pipeline, model: nn.Module | None = None) -> np.ndarray:
@@ -218,7 +251,7 @@ def attention_maps(pipe: Pipeline, model: nn.Module | None = None) -> np.ndarray
     if pipe.regions_model:
         regions = pipe.features.regions
         return project_regions(att[:, :len(regions)], regions.boxes)
-    return att.reshape(len(att), GRID, GRID)
+    return to_grid(att.reshape(len(att), pipe.side, pipe.side))
 
 
 def occlusion_maps(pipe: Pipeline, scales=SCALES) -> np.ndarray:
@@ -250,19 +283,23 @@ class _Tap(nn.Module):
 
 def gradcam_maps(pipe: Pipeline, model: nn.Module | None = None, grid: torch.Tensor | None = None) -> np.ndarray:
     """Raw Grad-CAM (T, 14, 14): ReLU(sum_k mean_ij(d logp_t / dA_k) A_k) at the encoder output.
-    One backward for all words: the grid is repeated once per word and row t explains word t."""
+    One backward for all words: the grid is repeated once per word and row t explains word t.
+    For hf: models A is the patch tokens (their rows' class-token half stays fixed)."""
     from captum.attr import LayerGradCam
     tap = _Tap()
     g = (pipe.features.grid if grid is None else grid).float()
-    fmap = g.T.reshape(1, -1, GRID, GRID).expand(pipe.steps, -1, -1, -1).clone()
+    rest = g[:, pipe.cam_dim:].to(pipe.device)
+    fmap = g[:, :pipe.cam_dim].T.reshape(1, -1, pipe.side, pipe.side).expand(pipe.steps, -1, -1, -1).clone()
 
     def forward(x: torch.Tensor) -> torch.Tensor:
-        a = tap(x)
-        return pipe.grid_logprobs(a.flatten(2).transpose(1, 2), model=model)
+        rows = tap(x).flatten(2).transpose(1, 2)
+        if rest.shape[1]:
+            rows = torch.cat([rows.to(pipe.device), rest[None].expand(len(rows), -1, -1)], -1)
+        return pipe.grid_logprobs(rows, model=model)
 
     with torch.enable_grad():
         cam = LayerGradCam(forward, tap).attribute(fmap, target=list(range(pipe.steps)), relu_attributions=True)
-    return cam.detach().reshape(pipe.steps, GRID, GRID).numpy()
+    return to_grid(cam.detach().reshape(pipe.steps, pipe.side, pipe.side).cpu().numpy())
 
 
 def relevancy_maps(pipe: Pipeline, model: nn.Module | None = None) -> np.ndarray:
@@ -327,6 +364,8 @@ class Explanation:
 
 def available_methods(captioner, model: str) -> tuple[str, ...]:
     lm = captioner.model(model)
+    if getattr(lm, "image_encoder", None) is not None:
+        return METHODS[:3]     # hf: through their own ViT; relevancy's rules are written for our transformer
     if lm.vision_spec.source != FeatureSource.OURS:
         return ("attention",)
     return METHODS if hasattr(lm.model, "layers") and not len(getattr(lm.model, "feature_encoder", [])) \
@@ -357,7 +396,10 @@ def explain(captioner, photo: Photo, model: str, caption: str,
 # Sanity check (Adebayo et al. 2018): cascading randomisation of the decoder, top (output) down
 
 def decoder_layers(model: nn.Module) -> list[tuple[str, nn.Module | nn.Parameter]]:
-    """The decoder's parameterised parts from the output back to the input (ModuleLists expanded)."""
+    """The decoder's parameterised parts from the output back to the input (ModuleLists expanded;
+    a model that wraps another library's decoder names them itself: `cascade()`)."""
+    if hasattr(model, "cascade"):
+        return model.cascade()
     parts: list[tuple[str, nn.Module | nn.Parameter]] = []
     for name, child in model.named_children():
         if isinstance(child, nn.ModuleList):
@@ -430,4 +472,4 @@ def explained_trace(trace: AttentionTrace, explanation: Explanation, method: str
     steps = [TraceStep(s.word, s.token, s.logprob, maps[t].reshape(-1).astype(np.float32), s.alternatives, s.beta)
              for t, s in enumerate(trace.steps)]
     return AttentionTrace(f"{trace.model} · {method}", AttendsTo.GRID, steps, trace.width, trace.height,
-                          trace.image, trace.score, trace.finished)
+                          trace.image, trace.score, trace.finished, text=trace.text, pieces=trace.pieces)

@@ -155,7 +155,7 @@ def explain_report(captioner, model: str, data, paths: list[str], methods: tuple
         raise ValueError("references: 'first' or 'all'")
     possible = available_methods(captioner, model)
     if "occlusion" not in possible:
-        raise ValueError(f"{model} does not read this viewer's encoder grid: --explain needs photo-space maps")
+        raise ValueError(f"{model} has no photo-space maps here (attention only): --explain needs them")
     asked = tuple(dict.fromkeys(("attention",) + tuple(methods)))
     used = tuple(m for m in asked if m in possible)
     skipped = [m for m in asked if m not in possible]

@@ -60,6 +60,8 @@ def step_panel(ex: Exploration) -> str:
         facts.append(f"beta (gate) {s.beta:.2f}")
     if s.sample is not None:
         facts.append("sampled cell (row {}, col {})".format(*divmod(s.sample, ex.trace.grid_side)))
+    if s.outside is not None:   # hf: ViTs: the map is the patches' share, renormalised
+        facts.append(f"class token {s.outside:.0%} of the last layer's attention (not drawn)")
     if ex.method != "attention":
         facts.append(f"the view shows <b>{html.escape(METHOD_LABELS[ex.method])}</b>, not attention")
     return (f'<div class="step-facts">{" &middot; ".join(facts)}</div>'

@@ -499,12 +499,22 @@ def caption_tokens(ex: Exploration) -> list[tuple[str, str | None]]:
     n_forced = len(ex.prefixes[-1]) if ex.prefixes else 0
     seen = ex.dependence.get(ex.trace.caption)
     out = []
-    for t, s in enumerate(ex.trace.steps):
+    for t, (s, shown) in enumerate(zip(ex.trace.steps, shown_tokens(ex.trace))):
         label = "selected" if t == ex.step else ("branched" if t < n_forced else None)
         if label is None and seen is not None and t < len(seen) and seen[t] < SEEN and s.word != "<end>":
             label = "said, not seen" if word_class(s.word) else "guessed"
-        out.append((s.word + " ", label))
+        out.append((shown, label))
     return out
+
+
+def shown_tokens(trace: AttentionTrace) -> list[str]:
+    """Each step as the caption shows it, with the space that follows it: words, or for sub-word
+    models (hf:) the tokens' own text, so a word's tokens stand together ("cup" "cake " reads cupcake)."""
+    if trace.pieces is None:
+        return [s.word + " " for s in trace.steps]
+    pieces = [p if p.strip() else s.word for p, s in zip(trace.pieces, trace.steps)]   # "<end>" has no text
+    nxt = trace.pieces[1:] + [" "]
+    return [p.strip() + (" " if not n or n[0].isspace() or not n.strip() else "") for p, n in zip(pieces, nxt)]
 
 
 def beam_choices(ex: Exploration) -> list[str]:

@@ -68,6 +68,9 @@ def _settings(strategy, beam, temperature, seed, max_len) -> DecodeSettings:
                           seed=int(seed or 0), max_len=int(max_len))
 
 
+STYLE_SCALE = 3   # where `scale` is in the style inputs (c.style)
+
+
 def _style(upsampling, colormap, opacity, scale, show_alpha, hard_samples, head) -> S.Style:
     return S.Style(upsampling, colormap, float(opacity), scale, bool(show_alpha), int(hard_samples), head)
 
@@ -138,7 +141,9 @@ class Handlers:
     @friendly
     def explain_with(self, ex, label, t, *style, progress=gr.Progress()):
         """Show another map for every word: computed once for the whole caption (occlusion runs the
-        pipeline on dozens of blurred copies of the photo), then stepping only swaps drawn views."""
+        pipeline on dozens of blurred copies of the photo), then stepping only swaps drawn views.
+        Explanations are drawn stretched (their mass is spread wider than attention's, so on the
+        absolute scale they look faint), attention on the absolute scale; Scale changes either."""
         if ex is None:
             raise gr.Error("Caption a photo first.")
         method = next(m for m, text in METHOD_LABELS.items() if text == label)
@@ -146,10 +151,12 @@ class Handlers:
             progress(0.05, desc=f"{label}: every word of the caption")
             self.studio.explain(ex, method)
         ex.method = method
+        style = list(style)
+        style[STYLE_SCALE] = "absolute" if method == "attention" else "stretch"
         st = _style(*style)
         self.studio.prerender(ex, st).result()
         return (*self._step_reply(ex, t, st), P.view_urls_html(self.studio.view_paths(ex, st)),
-                self.draw_strip(ex, *style))
+                self.draw_strip(ex, *style), gr.Radio(value=st.scale))
 
     @friendly
     def seen_words(self, ex):
@@ -547,7 +554,7 @@ def _wire_explore(c, h: Handlers):
     c.next_btn.click(functools.partial(h.move, +1), word, c.step_outputs, show_progress="hidden")
     c.caption.select(h.click_word, [c.explored, *c.style], c.step_outputs, show_progress="hidden")
     c.explain_with.input(h.explain_with, [c.explored, c.explain_with, c.step, *c.style],
-                         [*c.step_outputs, c.view_urls, c.strip], show_progress_on=c.view)
+                         [*c.step_outputs, c.view_urls, c.strip, c.scale], show_progress_on=c.view)
     c.play_btn.click(h.toggle_play, [c.explored, c.step, c.playing], [c.timer, c.playing, c.play_btn, c.step]
                      ).success(h.show_step, word, c.step_outputs, show_progress="hidden")
     c.timer.tick(h.tick, word, [*c.step_outputs, c.timer, c.playing, c.play_btn], show_progress="hidden")

@@ -140,7 +140,11 @@ def update_meta(path: str, updates: dict) -> dict:
 
 
 def read_meta(path: str) -> dict:
-    """The checkpoint's metadata, validated; raises CheckpointError with a readable reason."""
+    """The checkpoint's metadata, validated; raises CheckpointError with a readable reason. For an
+    `hf:` folder: what its config.json says (models/hf.folder_meta), no weights read."""
+    if path.startswith(HF_PREFIX):
+        from .models.hf import check_folder, folder_meta, folder_of
+        return folder_meta(path, check_folder(folder_of(path)))
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
@@ -235,12 +239,15 @@ def average(paths: list[str], out: str, weights: list[float] | None = None) -> L
 
 def available(folder: str | None = None) -> dict[str, str]:
     """Model name -> checkpoint path for every checkpoint in `folder` (default: `paths.MODEL_DIRS`,
-    the first folder winning a name)."""
+    the first folder winning a name). A sub-folder with a config.json is a Hugging Face model,
+    listed as `hf:NAME` -> `hf:FOLDER` (models/hf.py checks it when it loads)."""
     found: dict[str, str] = {}
     for d in [folder] if folder else MODEL_DIRS:
         for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
             if f.endswith(".safetensors"):
                 found.setdefault(f[: -len(".safetensors")], os.path.join(d, f))
+            elif os.path.isfile(os.path.join(d, f, "config.json")):
+                found.setdefault(HF_PREFIX + f, HF_PREFIX + os.path.join(d, f))
     return found
 
 
@@ -253,9 +260,9 @@ def named_path(name: str, folder: str | None = None) -> str:
 def resolve(name_or_path: str, folder: str | None = None) -> str:
     """A model name from checkpoints/ or a path to a checkpoint file, with or without its .safetensors
     (`import --out runs/x` writes runs/x.safetensors, which `--model runs/x` then finds); `hf:PATH`, a
-    Hugging Face folder, stays as it is."""
+    Hugging Face folder: `hf:NAME` of a folder in checkpoints/ (see `available`), else `hf:PATH` as it is."""
     if name_or_path.startswith(HF_PREFIX):
-        return name_or_path
+        return available(folder).get(name_or_path, name_or_path)
     if os.path.sep in name_or_path or name_or_path.endswith(".safetensors") or os.path.isfile(name_or_path):
         if not os.path.isfile(name_or_path) and os.path.isfile(name_or_path + ".safetensors"):
             return name_or_path + ".safetensors"

@@ -141,6 +141,7 @@ class Captioner:
         if hasattr(lm.vocab, "text"):   # hf: sub-word tokens; the caption is their text
             for trace in (tr for hs in traces for tr in hs):
                 trace.text = lm.vocab.text([s.token for s in trace.steps])
+                trace.pieces = lm.vocab.pieces([s.token for s in trace.steps])
         if steer is not None:   # (a beam that ended before step t was never steered)
             for trace in (tr for hs in traces for tr in hs if steer[0] < len(tr.steps)):
                 trace.steps[steer[0]].steered = True

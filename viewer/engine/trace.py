@@ -52,6 +52,7 @@ class AttentionTrace:
     region_labels: list[str] = field(default_factory=list)
     region_scores: np.ndarray | None = None
     text: str | None = None                  # sub-word models (hf:): the caption as the tokenizer spells it
+    pieces: list[str] | None = None          # ... and each step's share of it (" cup", "cake": one word, two steps)
 
     def __post_init__(self):
         self.attends_to = AttendsTo(self.attends_to)   # refuses anything but "grid" / "regions"
@@ -102,6 +103,8 @@ class AttentionTrace:
                 item["steered"] = True
             if s.outside is not None:
                 item["class_token"] = round(s.outside, 6)
+            if self.pieces is not None:
+                item["text"] = self.pieces[len(steps)]
             steps.append(item)
         out = {"image": self.image, "width": self.width, "height": self.height, "model": self.model,
                "attends_to": self.attends_to, "caption": self.caption, "score": round(self.score, 6),
@@ -113,6 +116,8 @@ class AttentionTrace:
     @classmethod
     def from_json(cls, obj: dict) -> "AttentionTrace":
         steps, boxes, labels, scores = [], None, [], None
+        pieces = [s["text"] for s in obj["steps"]] if obj.get("subword") and obj["steps"] and "text" in obj["steps"][0] \
+            else None
         for s in obj["steps"]:
             if "grid" in s:
                 att = np.asarray(s["grid"], dtype=np.float32).reshape(-1)
@@ -131,7 +136,8 @@ class AttentionTrace:
                                    heads, s.get("steered", False), s.get("class_token")))
         return cls(obj["model"], obj.get("attends_to", AttendsTo.GRID if boxes is None else AttendsTo.REGIONS), steps,
                    obj["width"], obj["height"], obj.get("image", ""), obj.get("score", 0.0),
-                   obj.get("finished", True), boxes, labels, scores, obj["caption"] if obj.get("subword") else None)
+                   obj.get("finished", True), boxes, labels, scores, obj["caption"] if obj.get("subword") else None,
+                   pieces)
 
 
 def build_trace(hyp, vocab, model_name: str, attends_to: AttendsTo, width: int, height: int, image: str = "",

@@ -3,7 +3,8 @@
 Reports median and p95 end-to-end latency with a per-stage breakdown (preprocess, encoder,
 detector, decode, trace), one overlay render at 1024x768, evaluate-style batch throughput from
 cached features, the batched decoder's speed-up over stepping one beam at a time, and peak memory;
-with `startup`, the seconds from starting the app to its first page.
+with `startup`, the seconds from starting the app to its first page. `hf:` models run through their
+own image processor and ViT, and are also timed against their own `model.generate` (`hf_generate`).
 """
 from __future__ import annotations
 
@@ -38,15 +39,24 @@ def _timed(fn):
     return out, time.perf_counter() - start
 
 
+def image_encoder(captioner: Captioner, lm):
+    """(preprocess photo -> input batch, encode batch -> features): ours, or an hf: model's own."""
+    own = getattr(lm, "image_encoder", None)
+    if own is None:
+        return (lambda photo: torch.from_numpy(squash(photo)[None])), captioner.vision.encoder
+    return (lambda photo: own.preprocess([photo])), own.encode
+
+
 def end_to_end(captioner: Captioner, model: str, photos, settings: DecodeSettings, repeats: int) -> dict:
     """Latency of one photo from pixels to trace, stage by stage (features not cached)."""
     lm = captioner.model(model)
     vision = captioner.vision
+    preprocess, encode = image_encoder(captioner, lm)
     stages = {k: [] for k in ("preprocess", "encoder", "detector", "decode", "trace", "total")}
     for _ in range(repeats):
         for photo in photos:
-            image, t_pre = _timed(lambda: squash(photo))
-            grid, t_enc = _timed(lambda: vision.encoder(torch.from_numpy(image[None])).cpu())
+            image, t_pre = _timed(lambda: preprocess(photo))
+            grid, t_enc = _timed(lambda: encode(image).cpu())
             regions, t_det = (None, 0.0)
             if lm.attends_to == AttendsTo.REGIONS:
                 regions, t_det = _timed(lambda: vision.detector.detect(photo.rgb))
@@ -74,7 +84,7 @@ def throughput(captioner: Captioner, model: str, photos, settings: DecodeSetting
                batch: int = 50) -> float:
     """Images per second for evaluate-style work: features cached, decoding batched."""
     lm = captioner.model(model)
-    feats = captioner.features(photos, with_regions=lm.attends_to == AttendsTo.REGIONS)
+    feats = captioner.inputs(lm, photos)
     items = [feats[i % len(feats)] for i in range(n_images)]
     start = time.perf_counter()
     for i in range(0, n_images, batch):
@@ -110,14 +120,50 @@ def one_beam_at_a_time(lm, x, mask, beam: int, max_len: int) -> list[int]:
 
 def batching_speedup(captioner: Captioner, model: str, photos, beam: int = 3, max_len: int = 20) -> dict:
     lm = captioner.model(model)
-    feats = captioner.features(photos, with_regions=lm.attends_to == AttendsTo.REGIONS)
-    x, mask = model_inputs(feats, lm.attends_to, captioner.device)
+    x, mask = model_inputs(captioner.inputs(lm, photos), lm.attends_to, captioner.device)
     settings = DecodeSettings(strategy="beam", beam_size=beam, max_len=max_len)
     _, batched = _timed(lambda: decode(lm.model, x, mask, settings, lm.vocab))
     _, single = _timed(lambda: [one_beam_at_a_time(lm, x[i:i + 1], mask[i:i + 1], beam, max_len)
-                                for i in range(len(feats))])
+                                for i in range(len(x))])
     return {"batched_s": round(batched, 3), "one_beam_at_a_time_s": round(single, 3),
             "speedup": round(single / batched, 1)}
+
+
+@torch.inference_mode()
+def hf_generate(captioner: Captioner, model: str, photos, beam: int = 3, max_len: int = 20, repeats: int = 3) -> dict:
+    """An hf: model through our decoding loop against its own `model.generate`, both from the pixels
+    (ViT included), greedy and beam, on the same photos in the same run: seconds (median of
+    `repeats`), tokens made, the ratio ours / generate, and whether greedy made the same tokens. Both
+    keep keys and values, so a step costs one decoder token."""
+    lm = captioner.model(model)
+    pixels = lm.image_encoder.preprocess(photos)
+    out = {}
+    for name, k in (("greedy", 1), ("beam", beam)):
+        settings = DecodeSettings(strategy="greedy" if k == 1 else "beam", beam_size=k, max_len=max_len)
+
+        def ours():
+            feats = lm.image_encoder.encode(pixels)
+            return decode(lm.model, feats, torch.ones(feats.shape[:2], dtype=torch.bool, device=feats.device),
+                          settings, lm.vocab)
+
+        def theirs():
+            return lm.model.hf.generate(pixel_values=pixels, do_sample=False, num_beams=k, max_new_tokens=max_len)
+
+        hyps, gen = ours(), theirs()   # warm up both, then time
+        t_ours = float(np.median([_timed(ours)[1] for _ in range(repeats)]))
+        t_gen = float(np.median([_timed(theirs)[1] for _ in range(repeats)]))
+        tokens = sum(len(hs[0].tokens) for hs in hyps)
+        row = {"ours_s": round(t_ours, 4), "generate_s": round(t_gen, 4), "ratio": round(t_ours / t_gen, 2),
+               "tokens": tokens, "ours_ms_per_token": round(1000 * t_ours / max(tokens, 1), 2)}
+        if k == 1:
+            row["same_tokens"] = all(hs[0].tokens == _until(g[1:].tolist(), lm.vocab.end)
+                                     for hs, g in zip(hyps, gen))
+        out[name] = row
+    return out
+
+
+def _until(ids: list[int], end: int) -> list[int]:
+    return ids[: ids.index(end) + 1] if end in ids else ids
 
 
 def peak_memory_mb(device: torch.device) -> float:
@@ -200,7 +246,8 @@ def run(models: list[str], image_paths: list[str], device: str | None = None, re
               "device": str(captioner.device), "images": [os.path.basename(p) for p in image_paths],
               "beam": beam, "models": {}}
     for model in models:
-        if captioner.model(model).imported:
+        lm = captioner.model(model)
+        if lm.imported and getattr(lm, "image_encoder", None) is None:
             raise ValueError(f"{model} is an imported model with its own features; bench times this viewer's "
                              "encoder and detector pipeline (leave it out with --models)")
         captioner.caption(photos[:1], model, settings)   # warm up: load weights, first calls
@@ -212,6 +259,8 @@ def run(models: list[str], image_paths: list[str], device: str | None = None, re
         }
         if explain:
             result["models"][model]["explain"] = explain_timings(captioner, model, photos, settings)
+        if hasattr(lm, "image_encoder"):
+            result["models"][model]["generate"] = hf_generate(captioner, model, photos, beam)
     result["peak_memory_mb"] = peak_memory_mb(captioner.device)
     return result
 
@@ -241,6 +290,15 @@ def table(result: dict) -> str:
             lines.append(f"| {name} | {e['words']} | {e['occlusion_caption_s']} | {e['gradcam_word_s']} | "
                          f"{e.get('relevancy_word_s', '-')} | {e['deletion_word_s']} | "
                          + ", ".join(f"{k.split('_')[0]} {'yes' if v else 'no'}" for k, v in e["meets"].items()) + " |")
+    generated = {n: r["generate"] for n, r in result["models"].items() if "generate" in r}
+    if generated:
+        lines += ["", "hf: models, our decoding loop vs the model's own generate (same photos, pixels to tokens, "
+                      "median seconds)", "| model | search | ours | generate | ours / generate | ms per token "
+                      "(ours) | same tokens |", "|---|---|---|---|---|---|---|"]
+        for name, g in generated.items():
+            for search, r in g.items():
+                lines.append(f"| {name} | {search} | {r['ours_s']} | {r['generate_s']} | {r['ratio']}x | "
+                             f"{r['ours_ms_per_token']} | {r.get('same_tokens', '-')} |")
     if "startup" in result:
         s = result["startup"]
         lines += ["", f"app start to first page: {s['first_page_s']} s (median of {s['starts']} starts); a fresh "

@@ -1,33 +1,36 @@
 """A local Hugging Face captioning model behind our step interface: `--model hf:PATH`.
 
 PATH is a folder as `save_pretrained` writes it: config.json, the weights as *.safetensors,
-the tokenizer and preprocessor_config.json. Supported: `VisionEncoderDecoderModel` with a ViT
-encoder and a GPT-2 decoder (cross-attention), and `BlipForConditionalGeneration` (its ViT and its
-BERT-style text decoder); any other architecture is refused by name.
+the tokenizer and preprocessor_config.json. Supported: `VisionEncoderDecoderModel` with a ViT or
+DeiT encoder and a GPT-2 or BERT decoder (cross-attention), and `BlipForConditionalGeneration`
+(its ViT and its BERT-style text decoder); any other architecture is refused by name.
 
 Safe by default: the folder is checked before transformers reads it; weights are read only from
 safetensors (`use_safetensors=True`; a folder with only a pickled pytorch_model.bin is refused
 before anything opens it), remote code is never trusted, nothing is downloaded.
 
-How it runs: the ViT (vision/hf.py) turns a photo into its class token and patch tokens, once per
+How it runs: the ViT (vision/hf.py) turns a photo into its special and patch tokens, once per
 photo (the pipeline caches them like any carried encoder's features). The decoder then runs
 in OUR decoding loop (greedy, beam, sampling, forced, branching) one token per `forward_step`,
-built here from the HF modules' own layers (`HFDecoder`, one subclass per decoder: `HFVisionGPT2`,
-`HFBlip`; tests/test_hf.py checks each against the model's own generate and forward). The state
-holds, per layer, the cross-attention keys/values of [class token; patches] (computed once) and the
-self-attention keys/values of the tokens so far (reordered with the beams).
+built here from the HF modules' own layers (`HFDecoder`, one subclass per decoder kind: `HFGPT2`
+for GPT-2, `HFBert` for BERT and BLIP's BERT-style text decoder; tests/test_hf.py checks each
+against the model's own generate and forward). The state holds, per layer, the cross-attention
+keys/values of [special tokens; patches] (computed once) and the self-attention keys/values of the
+tokens so far (reordered with the beams).
 
 Features and the mask: a grid model's units are the patches (K = (image/patch)^2, row-major), so
-each patch row carries [patch token, class token] (2 x the encoder width); the class token is read
-from the first visible row (every row holds the same copy), so hiding any patch, whatever its
-features, changes nothing. Hiding takes patches out of every cross-attention; the class token is
-always seen. (Per unit, as for every model: the ViT mixed all patches before the decoder sees them.)
+each patch row carries [patch token, special tokens] ((1 + n) x the encoder width; the special
+tokens are ViT's class token, or DeiT's class and distillation tokens, n = 2); they are read from
+the first visible row (every row holds the same copy), so hiding any patch, whatever its features,
+changes nothing. Hiding takes patches out of every cross-attention; the special tokens are always
+seen. (Per unit, as for every model: the ViT mixed all patches before the decoder sees them.)
 
 What the viewer shows: `Step.heads` (B, layers, heads, K) is every layer's and head's
-cross-attention on the patches, as the model computed it (these sum to 1 minus the class token's
+cross-attention on the patches, as the model computed it (these sum to 1 minus the special tokens'
 weight); `Step.attention` is the last layer's head mean over the patches, renormalised to sum to 1,
-and `Step.outside` the class token's weight in that mean (reported beside the map). Steering puts the
-steered map on the patches of every layer and head (the class token gets 0 at that step).
+and `Step.outside` the special tokens' weight in that mean (reported beside the map as the class
+token's). Steering puts the steered map on the patches of every layer and head (the special tokens
+get 0 at that step).
 
 Tokens: each step is one tokenizer token (sub-words too); `HFVocab.words` are the tokenizer's
 token strings (the JSON keeps every one), the caption is the tokenizer's decoded text.
@@ -47,8 +50,10 @@ from .base import CaptionModel, State, Step
 
 PREFIX = "hf:"
 INSTALL = "pip install .[hf]"
-SUPPORTED = {("vision-encoder-decoder", "vit", "gpt2"): "VisionEncoderDecoderModel (ViT + GPT-2)",
-             ("blip", "BlipForConditionalGeneration"): "BlipForConditionalGeneration"}
+SUPPORTED = {("vision-encoder-decoder", enc, dec): f"VisionEncoderDecoderModel ({enc_name} + {dec_name})"
+             for enc, enc_name in (("vit", "ViT"), ("deit", "DeiT")) for dec, dec_name in (("gpt2", "GPT-2"), ("bert", "BERT"))}
+SUPPORTED[("blip", "BlipForConditionalGeneration")] = "BlipForConditionalGeneration"
+SPECIAL_TOKENS = {"deit": 2}   # tokens before the patches: ViT's class token (1), DeiT's class + distillation (2)
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json")   # one of them (fast tokenizer, or GPT-2's vocab + merges)
 
 
@@ -114,6 +119,29 @@ def describe(config: dict, kind: tuple[str, ...]) -> str:
     return f"{names} ({kind[1]} + {kind[2]})" if kind[0] == "vision-encoder-decoder" else names
 
 
+def encoder_config(config: dict) -> dict:
+    return config["vision_config"] if architecture(config)[0] == "blip" else config["encoder"]
+
+
+def folder_meta(spec: str, config: dict) -> dict:
+    """The metadata a viewer checkpoint would carry, from config.json alone (nothing else is read):
+    `checkpoints.read_meta` gives it for `hf:` folders, `load_folder` for the loaded model."""
+    enc = encoder_config(config)
+    text = config["text_config"] if architecture(config)[0] == "blip" else config["decoder"]
+    side = enc.get("image_size", 224) // enc.get("patch_size", 16)
+    special = SPECIAL_TOKENS.get(enc.get("model_type"), 1)
+    vision = VisionSpec(FeatureSource.CARRIED, {"type": "hf-" + str(enc.get("model_type", "vit")),
+                                                 "folder": os.path.basename(os.path.abspath(folder_of(spec))),
+                                                 "grid": side, "dim": (1 + special) * enc.get("hidden_size", 768)})
+    return {"name": spec, "model_type": "hf:" + "+".join(architecture(config)[1:]), "hparams": {},
+            "vocab_size": text.get("vocab_size"), "vision_spec_key": vision.key, "vision_spec": vision.to_json(),
+            "hf_folder": os.path.abspath(folder_of(spec))}
+
+
+def folder_of(spec: str) -> str:
+    return spec[len(PREFIX):] if spec.startswith(PREFIX) else spec
+
+
 # ---------------------------------------------------------------- tokens
 
 class HFVocab:
@@ -150,6 +178,16 @@ class HFVocab:
         """The caption the tokens spell (sub-words joined as the tokenizer joins them)."""
         return self.tokenizer.decode([i for i in ids if i not in (self.end, self.start)], skip_special_tokens=True).strip()
 
+    def pieces(self, ids) -> list[str]:
+        """Each token's share of `text(ids)` (decoded incrementally, so any tokenizer's joining rule
+        holds): " cup", "cake" are one word in two steps; the end token's share is ""."""
+        out, before = [], ""
+        for t in range(1, len(ids) + 1):
+            now = self.text(ids[:t])
+            out.append(now[len(before):] if now.startswith(before) else now)
+            before = now
+        return out
+
 
 # ---------------------------------------------------------------- the decoder behind the step interface
 
@@ -160,12 +198,15 @@ class HFDecoder(CaptionModel):
 
     attends_to = AttendsTo.GRID
 
-    def __init__(self, hf_model, start_id: int, vocab_size: int, enc_dim: int, n_layers: int, n_heads: int):
-        """`start_id`: the decoder start token, fed whenever decoding feeds the virtual <start> (id vocab_size)."""
+    def __init__(self, hf_model, start_id: int, vocab_size: int, enc_dim: int, n_layers: int, n_heads: int,
+                 special: int = 1):
+        """`start_id`: the decoder start token, fed whenever decoding feeds the virtual <start> (id vocab_size);
+        `special`: the encoder's tokens before its patches (class, distillation)."""
         super().__init__()
         self.hf = hf_model
         self.start_id, self.virtual_start = start_id, vocab_size
-        self.enc_dim, self.n_layers, self.n_heads = enc_dim, n_layers, n_heads
+        self.enc_dim, self.n_layers, self.n_heads, self.special = enc_dim, n_layers, n_heads, special
+        self.proj = getattr(hf_model, "enc_to_dec_proj", None)   # encoder width -> decoder width, where they differ
 
     @property
     def image_state(self) -> tuple[str, ...]:
@@ -178,11 +219,13 @@ class HFDecoder(CaptionModel):
         return t.transpose(1, 2).reshape(t.shape[0], t.shape[2], -1)
 
     def split_features(self, feats: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """(B, K, 2D) packed rows -> (B, 1 + K, D) encoder states [class token; patches] (see above)."""
+        """(B, K, (1 + n) D) packed rows -> (B, n + K, D') encoder states [special tokens; patches]
+        (see above), projected to the decoder's width where the model has that projection."""
         d = self.enc_dim
-        first = mask.float().argmax(1)                      # the first visible row (every row holds the class token)
-        cls = feats[torch.arange(len(feats), device=feats.device), first, d:]
-        return torch.cat([cls[:, None], feats[..., :d]], 1)
+        first = mask.float().argmax(1)                      # the first visible row (every row holds the special tokens)
+        special = feats[torch.arange(len(feats), device=feats.device), first, d:].view(len(feats), self.special, d)
+        states = torch.cat([special, feats[..., :d]], 1)
+        return self.proj(states) if self.proj is not None else states
 
     def init_state(self, feats, mask, seed=None) -> State:
         enc = self.split_features(feats, mask)
@@ -200,14 +243,15 @@ class HFDecoder(CaptionModel):
         return self._merge(w @ self._split(new[f"self_v{i}"]))
 
     def cross_attend(self, state, i, q, scale):
-        """Attention over [class token; patches], hidden patches masked out, or steered; -> output, (B, H, 1 + K)."""
-        allowed = torch.cat([torch.ones_like(state["mask"][:, :1]), state["mask"]], 1)[:, None, None, :]
+        """Attention over [special tokens; patches], hidden patches masked out, or steered; -> output, (B, H, n + K)."""
+        n = self.special
+        allowed = torch.cat([torch.ones_like(state["mask"][:, :1]).expand(-1, n), state["mask"]], 1)[:, None, None, :]
         q = self._split(q)
         scores = (q @ self._split(state[f"cross_k{i}"]).transpose(-1, -2)) * scale
         w = F.softmax(scores.float().masked_fill(~allowed, float("-inf")), -1).to(q.dtype)
-        if "steer" in state:   # base.steered: every layer and head looks at the map; the class token gets 0
+        if "steer" in state:   # base.steered: every layer and head looks at the map; the special tokens get 0
             steer = state["steer"]
-            w = torch.cat([torch.zeros_like(steer[:, :1]), steer], 1).to(w.dtype)[:, None, None].expand_as(w)
+            w = torch.cat([torch.zeros_like(steer[:, :1]).expand(-1, n), steer], 1).to(w.dtype)[:, None, None].expand_as(w)
         return self._merge(w @ self._split(state[f"cross_v{i}"])), w[:, :, 0]
 
     def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
@@ -218,33 +262,29 @@ class HFDecoder(CaptionModel):
         for i in range(self.n_layers):
             x, w = self.layer(i, x, state, new)
             heads.append(w)
-        heads = torch.stack(heads, 1)                                       # (B, layers, heads, 1 + K)
+        heads = torch.stack(heads, 1)                                       # (B, layers, heads, n + K)
         logits = self.logits(x[:, 0]).float()
         logits = torch.cat([logits, logits.new_full((len(logits), 1), float("-inf"))], 1)   # the virtual <start>
         summary = heads[:, -1].mean(1)
-        patches = summary[:, 1:]
+        patches = summary[:, self.special:]
         attention = patches / patches.sum(-1, keepdim=True).clamp_min(1e-12)
-        return Step(logits, attention, heads=heads[..., 1:], outside=summary[:, 0]), new
+        return Step(logits, attention, heads=heads[..., self.special:], outside=summary[:, :self.special].sum(-1)), new
 
 
-class HFVisionGPT2(HFDecoder):
+class HFGPT2(HFDecoder):
     """A VisionEncoderDecoderModel's GPT-2 decoder (pre-LayerNorm blocks, Conv1D projections)."""
 
-    def __init__(self, hf_model, start_id: int):
+    def __init__(self, hf_model, start_id: int, special: int = 1):
         cfg = hf_model.config.decoder
-        super().__init__(hf_model, start_id, cfg.vocab_size, hf_model.config.encoder.hidden_size, cfg.n_layer, cfg.n_head)
+        super().__init__(hf_model, start_id, cfg.vocab_size, hf_model.config.encoder.hidden_size, cfg.n_layer, cfg.n_head,
+                         special)
         self.decoder = hf_model.decoder                     # GPT2LMHeadModel
         self.gpt = self.decoder.transformer
-        self.proj = getattr(hf_model, "enc_to_dec_proj", None)
 
     @staticmethod
     def _scale(attn) -> float:
         scale = (attn.embed_dim // attn.num_heads) ** -0.5 if attn.scale_attn_weights else 1.0
         return scale / float(attn.layer_idx + 1) if attn.scale_attn_by_inverse_layer_idx else scale
-
-    def split_features(self, feats, mask):
-        states = super().split_features(feats, mask)
-        return self.proj(states) if self.proj is not None else states
 
     def cross_keys_values(self, i, enc):
         ca = self.gpt.h[i].crossattention
@@ -265,15 +305,24 @@ class HFVisionGPT2(HFDecoder):
     def logits(self, x):
         return self.decoder.lm_head(self.gpt.ln_f(x))
 
+    def cascade(self):
+        """The decoder's parts from the output back to the input (explain.randomisation_check)."""
+        blocks = [(f"h.{i}", self.gpt.h[i]) for i in reversed(range(self.n_layers))]
+        first = [("enc_to_dec_proj", self.proj)] if self.proj is not None else []
+        return [("lm_head", self.decoder.lm_head), ("ln_f", self.gpt.ln_f), *blocks, ("wpe", self.gpt.wpe), *first]
 
-class HFBlip(HFDecoder):
-    """BlipForConditionalGeneration's text decoder (BERT-style post-LayerNorm layers)."""
 
-    def __init__(self, hf_model, start_id: int):
-        cfg = hf_model.config.text_config
-        super().__init__(hf_model, start_id, cfg.vocab_size, hf_model.config.vision_config.hidden_size,
-                         cfg.num_hidden_layers, cfg.num_attention_heads)
-        self.text = hf_model.text_decoder                   # BlipTextLMHeadModel
+class HFBert(HFDecoder):
+    """A BERT-style decoder (post-LayerNorm layers with cross-attention): a VisionEncoderDecoderModel's
+    BertLMHeadModel, or BlipForConditionalGeneration's text decoder (the same layout)."""
+
+    def __init__(self, hf_model, start_id: int, special: int = 1):
+        blip = hasattr(hf_model, "text_decoder")
+        cfg = hf_model.config.text_config if blip else hf_model.config.decoder
+        enc = hf_model.config.vision_config if blip else hf_model.config.encoder
+        super().__init__(hf_model, start_id, cfg.vocab_size, enc.hidden_size, cfg.num_hidden_layers,
+                         cfg.num_attention_heads, special)
+        self.text = hf_model.text_decoder if blip else hf_model.decoder   # BlipTextLMHeadModel / BertLMHeadModel
         self.scale = (cfg.hidden_size // cfg.num_attention_heads) ** -0.5
 
     def cross_keys_values(self, i, enc):
@@ -281,8 +330,7 @@ class HFBlip(HFDecoder):
         return ca.key(enc), ca.value(enc)
 
     def embed(self, ids, positions):
-        emb = self.text.bert.embeddings
-        return emb.LayerNorm(emb.word_embeddings(ids) + emb.position_embeddings(positions))
+        return self.text.bert.embeddings(input_ids=ids, position_ids=positions)   # (BERT adds token type 0)
 
     def layer(self, i, x, state, new):
         layer = self.text.bert.encoder.layer[i]
@@ -294,6 +342,12 @@ class HFBlip(HFDecoder):
 
     def logits(self, x):
         return self.text.cls(x)
+
+    def cascade(self):
+        """The decoder's parts from the output back to the input (explain.randomisation_check)."""
+        layers = [(f"layer.{i}", self.text.bert.encoder.layer[i]) for i in reversed(range(self.n_layers))]
+        first = [("enc_to_dec_proj", self.proj)] if self.proj is not None else []
+        return [("cls", self.text.cls), *layers, ("embeddings", self.text.bert.embeddings), *first]
 
 
 # ---------------------------------------------------------------- loading
@@ -308,12 +362,13 @@ class HFLoadedModel(LoadedModel):
 
 def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementation: str | None = None) -> HFLoadedModel:
     """`hf:PATH` -> a model ready for the pipeline; CheckpointError says what is wrong."""
-    path = spec[len(PREFIX):] if spec.startswith(PREFIX) else spec
+    path = folder_of(spec)
     config = check_folder(path)                 # before transformers is imported or any file is read by it
     transformers = require_transformers()
     from ..vision.hf import HFImageEncoder
     kw = {"use_safetensors": True, "trust_remote_code": False, "local_files_only": True}
-    blip = architecture(config)[0] == "blip"
+    kind = architecture(config)
+    blip = kind[0] == "blip"
     cls = transformers.BlipForConditionalGeneration if blip else transformers.VisionEncoderDecoderModel
     try:
         model = cls.from_pretrained(path, **kw, **({"attn_implementation": attn_implementation} if attn_implementation else {}))
@@ -335,14 +390,12 @@ def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementati
     if len(tokenizer) > size:
         raise CheckpointError(f"{spec}: the tokenizer has {len(tokenizer)} tokens, the decoder {size}")
     vocab = HFVocab(tokenizer, int(end), size)
-    decoder = (HFBlip if blip else HFVisionGPT2)(model, int(start))
+    special = SPECIAL_TOKENS.get(enc.model_type, 1)
+    decoder = (HFGPT2 if kind[-1] == "gpt2" else HFBert)(model, int(start), special)
     side = enc.image_size // enc.patch_size
-    vision = VisionSpec(FeatureSource.CARRIED, {"type": "hf-" + enc.model_type, "folder": os.path.basename(os.path.abspath(path)),
-                                                 "grid": side, "dim": 2 * enc.hidden_size})
-    meta = {"name": spec, "model_type": "hf:" + "+".join(architecture(config)[1:]), "hparams": {},
-            "vocab_size": len(vocab), "vision_spec_key": vision.key, "vision_spec": vision.to_json(),
-            "hf_folder": os.path.abspath(path)}
-    return HFLoadedModel(decoder, vocab, meta, spec, HFImageEncoder(vision_module, processor, side, device))
+    meta = {**folder_meta(spec, config), "vocab_size": len(vocab)}
+    return HFLoadedModel(decoder, vocab, meta, spec, HFImageEncoder(vision_module, processor, side, special, device))
 
 
-__all__ = ["HFVocab", "HFDecoder", "HFVisionGPT2", "HFBlip", "HFLoadedModel", "load_folder", "check_folder", "PREFIX"]
+__all__ = ["HFVocab", "HFDecoder", "HFGPT2", "HFBert", "HFLoadedModel", "load_folder", "check_folder", "folder_meta",
+           "PREFIX"]

@@ -1,7 +1,8 @@
 """A Hugging Face captioning model's own image encoder (ViT), for `hf:` models (models/hf.py).
 
-Photos -> (B, K, 2D) rows, one per patch (row-major, K = (image/patch)^2): [patch token, class
-token], the encoder's last hidden states. The preprocessing is the folder's own image processor
+Photos -> (B, K, (1 + n) D) rows, one per patch (row-major, K = (image/patch)^2): [patch token,
+the n special tokens (ViT's class token; DeiT's class and distillation tokens)], the encoder's last
+hidden states. The preprocessing is the folder's own image processor
 (preprocessor_config.json: its resize, rescale and normalisation), run on the photo as loaded.
 """
 from __future__ import annotations
@@ -12,8 +13,8 @@ from ..images import Photo
 
 
 class HFImageEncoder:
-    def __init__(self, encoder, processor, side: int, device: torch.device | str = "cpu"):
-        self.encoder, self.processor, self.side = encoder, processor, side
+    def __init__(self, encoder, processor, side: int, special: int = 1, device: torch.device | str = "cpu"):
+        self.encoder, self.processor, self.side, self.special = encoder, processor, side, special
         self.device = torch.device(device)
 
     def preprocess(self, photos: list[Photo]) -> torch.Tensor:
@@ -21,12 +22,12 @@ class HFImageEncoder:
 
     def encode(self, pixel_values: torch.Tensor) -> torch.Tensor:
         """pixel_values -> packed rows (see above)."""
-        states = self.encoder(pixel_values=pixel_values).last_hidden_state        # (B, 1 + K, D)
-        k = self.side * self.side
-        if states.shape[1] != 1 + k:
-            raise ValueError(f"the encoder gave {states.shape[1]} tokens, not a class token + {k} patches")
-        patches, cls = states[:, 1:], states[:, :1].expand(-1, k, -1)
-        return torch.cat([patches, cls], -1)
+        states = self.encoder(pixel_values=pixel_values).last_hidden_state        # (B, n + K, D)
+        k, n = self.side * self.side, self.special
+        if states.shape[1] != n + k:
+            raise ValueError(f"the encoder gave {states.shape[1]} tokens, not {n} special + {k} patches")
+        special = states[:, :n].reshape(len(states), 1, -1).expand(-1, k, -1)
+        return torch.cat([states[:, n:], special], -1)
 
     @torch.inference_mode()
     def __call__(self, photos: list[Photo]) -> torch.Tensor:
