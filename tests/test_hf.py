@@ -475,3 +475,11 @@ def test_evaluate_and_explain_an_hf_model_from_the_command_line(tiny, tiny_data,
     assert result["images"] == 2 and "BLEU-4" in json.dumps(result)
     block = result["explain"]
     assert block["methods"] == ["attention", "occlusion", "gradcam"] and block["photos"] == 2
+
+
+def test_a_hub_id_offline_gets_one_message_saying_what_to_do(monkeypatch):
+    from viewer.engine.models.hf import load_folder
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(CheckpointError, match=r"hf:nobody/no-such-captioner: no such folder here.*"
+                                              r"huggingface-cli download nobody/no-such-captioner"):
+        load_folder("hf:nobody/no-such-captioner")

@@ -144,7 +144,8 @@ def read_meta(path: str) -> dict:
     `hf:` folder: what its config.json says (models/hf.folder_meta), no weights read."""
     if path.startswith(HF_PREFIX):
         from .models.hf import check_folder, folder_meta, folder_of
-        return folder_meta(path, check_folder(folder_of(path)))
+        folder = folder_of(path)
+        return folder_meta(path, folder, check_folder(folder))
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import torch
 import torch.nn.functional as F
@@ -54,7 +55,9 @@ SUPPORTED = {("vision-encoder-decoder", enc, dec): f"VisionEncoderDecoderModel (
              for enc, enc_name in (("vit", "ViT"), ("deit", "DeiT")) for dec, dec_name in (("gpt2", "GPT-2"), ("bert", "BERT"))}
 SUPPORTED[("blip", "BlipForConditionalGeneration")] = "BlipForConditionalGeneration"
 SPECIAL_TOKENS = {"deit": 2}   # tokens before the patches: ViT's class token (1), DeiT's class + distillation (2)
-TOKENIZER_FILES = ("tokenizer.json", "vocab.json")   # one of them (fast tokenizer, or GPT-2's vocab + merges)
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json")
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")   # "Salesforce/blip-image-captioning-base"
+HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model"]   # what a model needs; never a pickle   # one of them (fast tokenizer, or GPT-2's vocab + merges)
 
 
 def require_transformers():
@@ -123,7 +126,7 @@ def encoder_config(config: dict) -> dict:
     return config["vision_config"] if architecture(config)[0] == "blip" else config["encoder"]
 
 
-def folder_meta(spec: str, config: dict) -> dict:
+def folder_meta(spec: str, folder: str, config: dict) -> dict:
     """The metadata a viewer checkpoint would carry, from config.json alone (nothing else is read):
     `checkpoints.read_meta` gives it for `hf:` folders, `load_folder` for the loaded model."""
     enc = encoder_config(config)
@@ -131,15 +134,27 @@ def folder_meta(spec: str, config: dict) -> dict:
     side = enc.get("image_size", 224) // enc.get("patch_size", 16)
     special = SPECIAL_TOKENS.get(enc.get("model_type"), 1)
     vision = VisionSpec(FeatureSource.CARRIED, {"type": "hf-" + str(enc.get("model_type", "vit")),
-                                                 "folder": os.path.basename(os.path.abspath(folder_of(spec))),
+                                                 "folder": os.path.basename(os.path.abspath(folder)),
                                                  "grid": side, "dim": (1 + special) * enc.get("hidden_size", 768)})
     return {"name": spec, "model_type": "hf:" + "+".join(architecture(config)[1:]), "hparams": {},
             "vocab_size": text.get("vocab_size"), "vision_spec_key": vision.key, "vision_spec": vision.to_json(),
-            "hf_folder": os.path.abspath(folder_of(spec))}
+            "hf_folder": os.path.abspath(folder)}
 
 
 def folder_of(spec: str) -> str:
-    return spec[len(PREFIX):] if spec.startswith(PREFIX) else spec
+    """`hf:PATH` -> the local folder: PATH itself, or for a hub id ("org/name", no such folder here)
+    the hub's copy, fetched once when the machine is online (safetensors, JSON and tokenizer files
+    only, never a pickle) and read from the hub's cache after that."""
+    path = spec[len(PREFIX):] if spec.startswith(PREFIX) else spec
+    if os.path.isdir(path) or not HUB_ID.fullmatch(path):
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+        return snapshot_download(path, allow_patterns=HUB_FILES)
+    except Exception as err:   # offline, no such repository, no access: one message says what to do
+        raise CheckpointError(f"{PREFIX}{path}: no such folder here, and the Hugging Face hub did not give it "
+                              f"({type(err).__name__}); on a machine with internet run `huggingface-cli download "
+                              f"{path} --local-dir FOLDER` and open hf:FOLDER") from None
 
 
 # ---------------------------------------------------------------- tokens
@@ -393,7 +408,7 @@ def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementati
     special = SPECIAL_TOKENS.get(enc.model_type, 1)
     decoder = (HFGPT2 if kind[-1] == "gpt2" else HFBert)(model, int(start), special)
     side = enc.image_size // enc.patch_size
-    meta = {**folder_meta(spec, config), "vocab_size": len(vocab)}
+    meta = {**folder_meta(spec, path, config), "vocab_size": len(vocab)}
     return HFLoadedModel(decoder, vocab, meta, spec, HFImageEncoder(vision_module, processor, side, special, device))
 
 
