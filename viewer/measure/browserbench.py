@@ -6,6 +6,9 @@ loading ("caption to first overlay"). Then step through the words: click words o
 press ArrowRight, each timed from the input event to the new view image loaded; and let Play tick
 a few times, timed as the interval between consecutive overlays (the timer ticks every 0.9 s).
 The first caption per model is a warm-up (model load) and is excluded from the statistics.
+With --explain METHOD, each caption is then explained: the click on that "Explain with" choice is
+timed to its first view (the whole caption's maps computed on the server), then a few words are
+clicked again, timed as stepping through the explanation's views.
 
     python -m viewer.measure.loadtest --browser [--url http://127.0.0.1:7860/] [--models sat-soft updown]
                               [--photos 3] [--out bench.json]
@@ -290,6 +293,12 @@ class Page:
     def click_word(self, index: int) -> dict:
         return self.measure(lambda: self.page.locator("#caption .token").nth(index).click())
 
+    def explain(self, method: str, timeout_ms: float) -> dict:
+        from ..analysis.explain import METHOD_LABELS
+        label = METHOD_LABELS[method]
+        return self.measure(lambda: self.page.locator("#explain-with").get_by_text(label).click(),
+                            timeout_ms=timeout_ms)
+
     def arrow_right(self) -> dict:
         return self.measure(lambda: self.page.keyboard.press("ArrowRight"))
 
@@ -357,7 +366,8 @@ def _stats(samples: list[dict]) -> dict:
 def run_browser_bench(url: str, models: list[str] | None = None, photos: list[str] | None = None, n_photos: int = 3,
                       clicks: int = 3, arrows: int = 3, ticks: int = 3, timeout_s: float = 10,
                       caption_timeout_s: float = 60, warmup_timeout_s: float = 300, fresh: bool = True,
-                      viewport: tuple[int, int] = (1280, 800), chromium: str | None = None, log=None) -> dict:
+                      viewport: tuple[int, int] = (1280, 800), chromium: str | None = None, log=None,
+                      explain: str | None = None) -> dict:
     """Drive the app at `url` in headless chromium; returns per-model timings (see the module doc)."""
     from playwright.sync_api import sync_playwright
 
@@ -379,7 +389,7 @@ def run_browser_bench(url: str, models: list[str] | None = None, photos: list[st
               "settings": {"photos": [os.path.basename(p) for p in photos],
                            "warmup_photo": os.path.basename(warm_photo),
                            "clicks": clicks, "arrows": arrows, "ticks": ticks, "timeout_s": timeout_s,
-                           "caption_timeout_s": caption_timeout_s, "fresh_photos": fresh},
+                           "caption_timeout_s": caption_timeout_s, "fresh_photos": fresh, "explain": explain},
               "models": {}, "errors": []}
     try:
         with sync_playwright() as p:
@@ -388,7 +398,7 @@ def run_browser_bench(url: str, models: list[str] | None = None, photos: list[st
             page = Page(browser.new_page(viewport={"width": viewport[0], "height": viewport[1]}), url, timeout_s)
             for model in models:
                 result["models"][model] = _bench_model(page, model, photos, warm_photo, copies, clicks, arrows, ticks,
-                                                       caption_timeout_s, warmup_timeout_s, log)
+                                                       caption_timeout_s, warmup_timeout_s, log, explain)
             browser.close()
     finally:
         copies.close()
@@ -398,7 +408,7 @@ def run_browser_bench(url: str, models: list[str] | None = None, photos: list[st
 
 
 def _bench_model(page: Page, model: str, photos, warm_photo, copies, clicks, arrows, ticks, caption_timeout_s,
-                 warmup_timeout_s, log) -> dict:
+                 warmup_timeout_s, log, explain: str | None = None) -> dict:
     out = {"warmup_ms": None, "samples": [], "errors": []}
     try:
         page.choose_model(model)
@@ -426,6 +436,12 @@ def _bench_model(page: Page, model: str, photos, warm_photo, copies, clicks, arr
             add("caption", r)
             if r["outcome"] in ("shown", "unchanged"):     # else the page may still show the last caption
                 _step_through(page, add, clicks, arrows, ticks)
+                if explain:
+                    page.settle(300)
+                    add("explain", page.explain(explain, caption_timeout_s * 1000), method=explain)
+                    at = page.step_value()   # clicking the word shown changes nothing: the others
+                    for index in [i for i in word_targets(page.words(), clicks + 1) if i + 1 != at][:clicks]:
+                        add("explain-click", page.click_word(index), word=index + 1)
         except Exception as err:  # noqa: BLE001 - one photo's failure is reported, the run goes on
             out["errors"].append(f"{name}: {type(err).__name__}: {err}")
         log(f"{model}: {name} " + " ".join(f"{s['kind']}={s.get('ms', s['outcome'])}" for s in out["samples"]
@@ -434,6 +450,9 @@ def _bench_model(page: Page, model: str, photos, warm_photo, copies, clicks, arr
     out["caption_to_first_overlay"] = _stats([s for s in samples if s["kind"] == "caption"])
     out["stepping"] = _stats([s for s in samples if s["kind"] in ("click", "arrow")])
     out["stepping_by_input"] = {k: _stats([s for s in samples if s["kind"] == k]) for k in ("click", "arrow")}
+    if explain:
+        out["explain_to_first_view"] = _stats([s for s in samples if s["kind"] == "explain"])
+        out["explain_stepping"] = _stats([s for s in samples if s["kind"] == "explain-click"])
     if ticks:
         play = [s for s in samples if s["kind"] == "play"]
         intervals = [{"outcome": "shown", "ms": s["interval_ms"]} for s in play if "interval_ms" in s]
@@ -470,6 +489,12 @@ def table(result: dict) -> str:
         warm = f"{r['warmup_ms']:.0f}" if r["warmup_ms"] is not None else "-"
         rows.append(f"{model:<10} {warm:>9}  {cell(r['caption_to_first_overlay']):<38} {cell(r['stepping']):<28} "
                     f"{cell(r.get('play_interval'))}")
+    explained = {m: r for m, r in result["models"].items() if "explain_to_first_view" in r}
+    if explained:
+        rows.append(f"{'model':<10} {'explain (' + str(result['settings']['explain']) + ') -> first view p50/p90 ms':<48} "
+                    "stepping its views p50/p90 ms")
+        for model, r in explained.items():
+            rows.append(f"{model:<10} {cell(r['explain_to_first_view']):<48} {cell(r['explain_stepping'])}")
     rows.append("warm-up: first caption per model (model load), excluded from the statistics. Play interval: "
                 "between consecutive overlays while playing (the timer ticks every 0.9 s).")
     return "\n".join(rows)
@@ -493,6 +518,8 @@ def main(argv=None) -> int:
     parser.add_argument("--reuse-photos", action="store_true",
                         help="upload the photo files as they are (the server's feature cache may then be warm)")
     parser.add_argument("--viewport", default="1280x800", help="browser window, WIDTHxHEIGHT")
+    parser.add_argument("--explain", metavar="METHOD", help="also time Explain with METHOD (occlusion, gradcam, "
+                        "relevancy) on each caption, and stepping through its views")
     parser.add_argument("--checkpoints", help="when starting the app: its --checkpoints folder")
     parser.add_argument("--device", help="when starting the app: cpu or cuda")
     parser.add_argument("--out", help="also write the JSON here")
@@ -512,7 +539,7 @@ def main(argv=None) -> int:
             url = app.url
         result = run_browser_bench(url, args.models, args.photo_files, args.photos, args.clicks, args.arrows,
                                    args.ticks, args.timeout, args.caption_timeout, fresh=not args.reuse_photos,
-                                   viewport=(width, height), log=log)
+                                   viewport=(width, height), log=log, explain=args.explain)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
