@@ -119,3 +119,31 @@ def test_browser_explain_with_and_trust_card(server):
         numbers = page.locator("#trust .auc").all_inner_texts()
         assert len(numbers) == 3 and all(re.fullmatch(r"-?\d+\.\d\d", n) for n in numbers)
         browser.close()
+
+
+def test_an_explanation_in_progress_does_not_hold_up_other_sessions(studio, explored, monkeypatch):
+    """Occlusion takes seconds: meanwhile another session's caption runs, and a second session asking
+    for the same maps waits for the first computation instead of starting its own."""
+    import threading
+    started, release, calls = threading.Event(), threading.Event(), []
+    real = S.explain
+
+    def slow(*a, **k):
+        calls.append(1)
+        started.set()
+        assert release.wait(60)
+        return real(*a, **k)
+
+    monkeypatch.setattr(S, "explain", slow)
+    ex = studio.explore(os.path.join(ASSETS, "coffee.jpg"), "sat-soft", DecodeSettings(beam_size=1, max_len=7))
+    first = threading.Thread(target=studio.explain, args=(ex, "gradcam"))
+    second = threading.Thread(target=studio.explain, args=(ex, "gradcam"))
+    first.start()
+    assert started.wait(60)
+    second.start()
+    other = studio.explore(os.path.join(ASSETS, "rocket.jpg"), "sat-soft", DecodeSettings(beam_size=2))
+    assert other.trace.steps and first.is_alive()       # captioned while the explanation was still running
+    release.set()
+    first.join(60)
+    second.join(60)
+    assert calls == [1] and ("gradcam", ex.trace.caption) in ex.explained

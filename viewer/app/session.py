@@ -190,7 +190,9 @@ class Studio:
         self._decodes: OrderedDict[tuple, list[AttentionTrace]] = OrderedDict()
         self._explanations: OrderedDict[tuple, Explanation] = OrderedDict()
         self._pipes: dict[tuple, Pipeline] = {}
-        self._deletions: dict[tuple, Deletion] = {}
+        self._deletions: OrderedDict[tuple, Deletion] = OrderedDict()
+        self._dependences: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._computing: dict[tuple, threading.Lock] = {}   # keys being computed by `_once`
         self._lock = threading.Lock()
         self._renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prerender")
         self.export_dir = tempfile.mkdtemp(prefix=VIEW_PREFIX)
@@ -252,21 +254,39 @@ class Studio:
     # --- explaining ----------------------------------------------------------------------------
     def explain(self, ex: Exploration, method: str) -> Explanation:
         """`method`'s maps for every word of the shown caption, computed once per photo, model and
-        caption (an LRU shared by sessions), kept on the Exploration so stepping only draws. Computed
-        under the Studio's lock, as decodes are: OpenCV's detector net is not safe to share between
-        threads, and occlusion reruns it for region models."""
+        caption (an LRU shared by sessions), kept on the Exploration so stepping only draws."""
         caption = ex.trace.caption
         key = (photo_key(ex.photo), ex.model, caption, method)
-        with self._lock:
-            found = self._explanations.get(key)
-            if found is None:
-                found = self._explanations[key] = explain(self.captioner, ex.photo, ex.model, caption, (method,),
-                                                          pipe=self._pipe_locked(ex))
-                while len(self._explanations) > self.max_decodes:
-                    self._explanations.popitem(last=False)
-            self._explanations.move_to_end(key)
+        found = self._once(self._explanations, key, lambda: explain(self.captioner, ex.photo, ex.model, caption,
+                                                                   (method,), pipe=self.pipe(ex)))
         ex.explained[(method, caption)] = found
         return found
+
+    def _once(self, cache: OrderedDict, key: tuple, compute):
+        """cache[key], computed once however many sessions ask at the same time (the others wait for
+        it), and OUTSIDE the Studio's lock: an occlusion run takes seconds, and other sessions'
+        captions must not wait for it (the detector it reruns locks itself, vision/regions.py)."""
+        with self._lock:
+            if key in cache:
+                cache.move_to_end(key)
+                return cache[key]
+            gate = self._computing.setdefault(key, threading.Lock())
+        with gate:
+            with self._lock:
+                if key in cache:
+                    return cache[key]
+            try:
+                value = compute()
+            except BaseException:
+                with self._lock:
+                    self._computing.pop(key, None)
+                raise
+            with self._lock:
+                cache[key] = value
+                self._computing.pop(key, None)
+                while len(cache) > self.max_decodes:
+                    cache.popitem(last=False)
+            return value
 
     def pipe(self, ex: Exploration) -> Pipeline:
         """The photo-space pipeline of the shown caption (its features and blurred copy), shared by
@@ -287,14 +307,8 @@ class Studio:
         curves under each (one batch of blurred photos), cached per photo, model, caption and word."""
         found = {m: self.explain(ex, m) for m in self.methods(ex.model)}
         key = (photo_key(ex.photo), ex.model, ex.trace.caption, ex.step)
-        with self._lock:   # reruns the pipeline (the detector too): under the lock, as `explain`
-            curves = self._deletions.get(key)
-            if curves is None:
-                maps = {m: e.maps[m] for m, e in found.items()}
-                curves = self._deletions[key] = deletion(self._pipe_locked(ex), maps, steps=[ex.step])
-                while len(self._deletions) > self.max_decodes:
-                    self._deletions.pop(next(iter(self._deletions)))
-        return found, curves
+        maps = {m: e.maps[m] for m, e in found.items()}
+        return found, self._once(self._deletions, key, lambda: deletion(self.pipe(ex), maps, steps=[ex.step]))
 
     def methods(self, model: str) -> tuple[str, ...]:
         return available_methods(self.captioner, model)
@@ -306,8 +320,8 @@ class Studio:
         if caption not in ex.dependence:
             if self.methods(ex.model) == ("attention",):
                 return None
-            with self._lock:   # reruns the pipeline: under the lock, as `explain`
-                ex.dependence[caption] = visual_dependence(self._pipe_locked(ex))
+            key = (photo_key(ex.photo), ex.model, caption)
+            ex.dependence[caption] = self._once(self._dependences, key, lambda: visual_dependence(self.pipe(ex)))
         return ex.dependence[caption]
 
     def compare_methods(self, ex: Exploration, columns: int = 3) -> list[AttentionTrace]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 
 import numpy as np
 import torch
@@ -66,6 +67,7 @@ class RegionDetector:
         self._cv2 = cv2
         pb, pbtxt = _model_files()
         self.net = cv2.dnn.readNetFromTensorflow(pb, pbtxt)
+        self._lock = threading.Lock()   # one net, shared by the app's sessions: setInput + forward is not thread-safe
 
     def detect(self, rgb: np.ndarray) -> Regions:
         """Any uint8 RGB photo -> Regions with boxes normalised to that photo."""
@@ -78,8 +80,9 @@ class RegionDetector:
         square = np.full((DETECTOR_INPUT, DETECTOR_INPUT, 3), 127, np.uint8)   # pad right and bottom
         square[:small.shape[0], :small.shape[1]] = small
         blob = cv2.dnn.blobFromImage(square, swapRB=False)   # RGB already
-        self.net.setInput(blob)
-        rows = self.net.forward().reshape(-1, 7)
+        with self._lock:
+            self.net.setInput(blob)
+            rows = self.net.forward().reshape(-1, 7)
         boxes = rows[:, 3:7] * np.array([DETECTOR_INPUT / small.shape[1], DETECTOR_INPUT / small.shape[0]] * 2)
         return select_regions(rows[:, 1].astype(int), rows[:, 2], boxes)
 
