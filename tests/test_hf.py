@@ -254,6 +254,7 @@ def test_cli_caption_json_end_to_end(tiny):
     assert trace["model"] == "hf:" + folder and trace["caption"]
     assert np.asarray(trace["steps"][0]["grid"]).shape == (SIDE, SIDE)
     assert "class_token" in trace["steps"][0] and len(trace["steps"][0]["heads"]) == 2
+    assert trace["grid_is"].startswith("the last layer's attention, mean over its heads") and "class token" in trace["grid_is"]
 
 
 def test_subword_tokens_are_steps_and_the_caption_shows_words(tmp_path):

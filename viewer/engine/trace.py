@@ -38,6 +38,11 @@ class TraceStep:
         return entropy(self.attention)
 
 
+HEADS_SUMMARY = "the last layer's attention, mean over its heads (every layer and head: 'heads')"
+HEADS_OUTSIDE = ("; over the image patches only, renormalised to sum to 1 (the class token's weight, left out of "
+                 "the map, is each step's 'class_token')")
+
+
 @dataclass
 class AttentionTrace:
     model: str
@@ -111,6 +116,8 @@ class AttentionTrace:
                "finished": self.finished, "steps": steps}
         if self.text is not None:   # steps are sub-word tokens; the caption is their text
             out["subword"] = True
+        if self.steps and self.steps[0].heads is not None:   # which map "grid" is, of every layer's and head's
+            out["grid_is"] = HEADS_SUMMARY + (HEADS_OUTSIDE if self.steps[0].outside is not None else "")
         return out
 
     @classmethod
