@@ -484,3 +484,34 @@ def test_a_hub_id_offline_gets_one_message_saying_what_to_do(monkeypatch):
     with pytest.raises(CheckpointError, match=r"hf:nobody/no-such-captioner: no such folder here.*"
                                               r"huggingface-cli download nobody/no-such-captioner"):
         load_folder("hf:nobody/no-such-captioner")
+
+
+def test_token_pieces_survive_the_tokenizers_space_clean_up():
+    """A tokenizer that cleans spaces before punctuation rewrites earlier text ("man '" -> "man'"):
+    each step's piece is still its own share, never the text so far again."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from viewer.engine.models.hf import HFVocab
+    words = ["<|endoftext|>", "a", "man", "'", "s", "hat", "."]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<|endoftext|>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>",
+                                                     clean_up_tokenization_spaces=True)
+    vocab = HFVocab(tokenizer, 0, len(words))
+    ids = [1, 2, 3, 4, 5, 6, 0]
+    assert vocab.text(ids) == "a man's hat."
+    pieces = vocab.pieces(ids)
+    assert pieces == ["a", " man", " '", " s", " hat", " .", ""]
+
+
+def test_a_centre_cropping_processor_sees_the_whole_photo():
+    """DeiT's processor resizes to 256 and crops 224: the viewer draws every map over the whole photo,
+    so the model is given the whole photo (resized to the crop size), its edges included."""
+    from viewer.engine.images import Photo
+    from viewer.engine.vision.hf import HFImageEncoder
+    processor = transformers.DeiTImageProcessor(size={"height": 40, "width": 40}, crop_size={"height": 32, "width": 32},
+                                                image_mean=[0, 0, 0], image_std=[1, 1, 1])
+    rgb = np.zeros((64, 64, 3), np.uint8)
+    rgb[:, :4, 0] = 255                                       # a red edge a 32-of-40 centre crop would cut off
+    px = HFImageEncoder(None, processor, side=4).preprocess([Photo(rgb, 64, 64)])
+    assert px.shape == (1, 3, 32, 32)
+    assert float(px[0, 0, :, 0].mean()) > 0.9 and float(px[0, 0, :, 16].mean()) < 0.1

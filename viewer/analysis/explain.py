@@ -307,7 +307,7 @@ def relevancy_maps(pipe: Pipeline, model: nn.Module | None = None) -> np.ndarray
     (grad * attention)^+; self-attention: R_tt += Abar R_tt, R_ti += Abar R_ti; cross-attention:
     R_ti += norm(R_tt) Abar_cross (the image side has no self-attention: R_ii = I). Row t of R_ti
     (the word t's query) is its map. Gradients of all words in one backward (one row per word)."""
-    model = pipe.model if model is None else model
+    model = copy.deepcopy(pipe.model if model is None else model)   # its hooks must not catch other sessions' runs
     if not hasattr(model, "layers"):
         raise ValueError("relevancy is for the transformer")
     if len(model.feature_encoder):
@@ -469,6 +469,8 @@ def explained_trace(trace: AttentionTrace, explanation: Explanation, method: str
     GIF and figure then draws an explanation exactly as it draws attention. Words, probabilities
     and next words stay the model's own; the name says which map is shown."""
     maps = explanation.maps[method]
+    if len(maps) != len(trace.steps):
+        raise ValueError(f"{method}: the caption re-tokenised into {len(maps)} steps, the trace has {len(trace.steps)}")
     steps = [TraceStep(s.word, s.token, s.logprob, maps[t].reshape(-1).astype(np.float32), s.alternatives, s.beta)
              for t, s in enumerate(trace.steps)]
     return AttentionTrace(f"{trace.model} · {method}", AttendsTo.GRID, steps, trace.width, trace.height,

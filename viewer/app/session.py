@@ -279,11 +279,13 @@ class Studio:
                 value = compute()
             except BaseException:
                 with self._lock:
-                    self._computing.pop(key, None)
+                    if self._computing.get(key) is gate:
+                        del self._computing[key]
                 raise
             with self._lock:
                 cache[key] = value
-                self._computing.pop(key, None)
+                if self._computing.get(key) is gate:
+                    del self._computing[key]
                 while len(cache) > self.max_decodes:
                     cache.popitem(last=False)
             return value

@@ -548,8 +548,9 @@ def _wire_explore(c, h: Handlers):
     word = [c.explored, c.step, *c.style]
     c.speed.change(lambda s: gr.Timer(value=float(s)), c.speed, c.timer, show_progress="hidden")
     c.step.input(h.show_step, word, c.step_outputs, show_progress="hidden")
-    for control in c.style:
-        control.change(h.restyle, word, [*c.step_outputs, c.view_urls, c.strip], show_progress="hidden")
+    for control in c.style:   # Scale: on the user's input only (Explain with sets it and draws already)
+        listen = control.input if control is c.scale else control.change
+        listen(h.restyle, word, [*c.step_outputs, c.view_urls, c.strip], show_progress="hidden")
     c.prev_btn.click(functools.partial(h.move, -1), word, c.step_outputs, show_progress="hidden")
     c.next_btn.click(functools.partial(h.move, +1), word, c.step_outputs, show_progress="hidden")
     c.caption.select(h.click_word, [c.explored, *c.style], c.step_outputs, show_progress="hidden")

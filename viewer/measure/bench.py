@@ -146,8 +146,10 @@ def hf_generate(captioner: Captioner, model: str, photos, beam: int = 3, max_len
             return decode(lm.model, feats, torch.ones(feats.shape[:2], dtype=torch.bool, device=feats.device),
                           settings, lm.vocab)
 
-        def theirs():
-            return lm.model.hf.generate(pixel_values=pixels, do_sample=False, num_beams=k, max_new_tokens=max_len)
+        def theirs():   # the folder's generation_config overridden where it would search differently from ours
+            return lm.model.hf.generate(pixel_values=pixels, do_sample=False, num_beams=k, max_new_tokens=max_len,
+                                        length_penalty=0.0, no_repeat_ngram_size=0, repetition_penalty=1.0,
+                                        min_length=0, early_stopping=True)
 
         hyps, gen = ours(), theirs()   # warm up both, then time
         t_ours = float(np.median([_timed(ours)[1] for _ in range(repeats)]))

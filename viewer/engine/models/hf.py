@@ -7,7 +7,8 @@ DeiT encoder and a GPT-2 or BERT decoder (cross-attention), and `BlipForConditio
 
 Safe by default: the folder is checked before transformers reads it; weights are read only from
 safetensors (`use_safetensors=True`; a folder with only a pickled pytorch_model.bin is refused
-before anything opens it), remote code is never trusted, nothing is downloaded.
+before anything opens it), remote code is never trusted, nothing is downloaded but what a hub id
+("org/name", when no such local path exists) names, and of it only safetensors, JSON and text files.
 
 How it runs: the ViT (vision/hf.py) turns a photo into its special and patch tokens, once per
 photo (the pipeline caches them like any carried encoder's features). The decoder then runs
@@ -146,8 +147,8 @@ def folder_of(spec: str) -> str:
     the hub's copy, fetched once when the machine is online (safetensors, JSON and tokenizer files
     only, never a pickle) and read from the hub's cache after that."""
     path = spec[len(PREFIX):] if spec.startswith(PREFIX) else spec
-    if os.path.isdir(path) or not HUB_ID.fullmatch(path):
-        return path
+    if os.path.isdir(path) or not HUB_ID.fullmatch(path) or os.path.exists(path.split("/")[0]):
+        return path   # a local path (a mistyped one too: "runs/blip" never goes to the hub when runs/ is here)
     try:
         from huggingface_hub import snapshot_download
         return snapshot_download(path, allow_patterns=HUB_FILES)
@@ -189,17 +190,22 @@ class HFVocab:
     def decode(self, ids) -> list[str]:
         return [self.words[i] for i in ids]
 
-    def text(self, ids) -> str:
-        """The caption the tokens spell (sub-words joined as the tokenizer joins them)."""
-        return self.tokenizer.decode([i for i in ids if i not in (self.end, self.start)], skip_special_tokens=True).strip()
+    def text(self, ids, clean: bool = True) -> str:
+        """The caption the tokens spell (sub-words joined as the tokenizer joins them; `clean`: with
+        its clean-up of spaces before punctuation)."""
+        kept = [i for i in ids if i not in (self.end, self.start)]
+        return self.tokenizer.decode(kept, skip_special_tokens=True,
+                                     **({} if clean else {"clean_up_tokenization_spaces": False})).strip()
 
     def pieces(self, ids) -> list[str]:
-        """Each token's share of `text(ids)` (decoded incrementally, so any tokenizer's joining rule
-        holds): " cup", "cake" are one word in two steps; the end token's share is ""."""
+        """Each token's share of the text (decoded incrementally without the clean-up, which may
+        rewrite earlier text, so any tokenizer's joining rule holds): " cup", "cake" are one word in
+        two steps; the end token's share is ""."""
         out, before = [], ""
         for t in range(1, len(ids) + 1):
-            now = self.text(ids[:t])
-            out.append(now[len(before):] if now.startswith(before) else now)
+            now = self.text(ids[:t], clean=False)
+            shared = len(os.path.commonprefix([before, now]))
+            out.append(now[shared:])
             before = now
         return out
 
@@ -400,6 +406,9 @@ def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementati
         start = cfg.decoder_start_token_id if cfg.decoder_start_token_id is not None else text.bos_token_id
         end = cfg.eos_token_id if cfg.eos_token_id is not None else text.eos_token_id
         size, vision_module = text.vocab_size, model.encoder
+    start = start if start is not None else tokenizer.cls_token_id     # BERT decoders: [CLS] ... [SEP]
+    end = end if end is not None else (tokenizer.eos_token_id if tokenizer.eos_token_id is not None
+                                       else tokenizer.sep_token_id)
     if start is None or end is None:
         raise CheckpointError(f"{spec}: config.json names no decoder start token or end token")
     if len(tokenizer) > size:

@@ -18,7 +18,12 @@ class HFImageEncoder:
         self.device = torch.device(device)
 
     def preprocess(self, photos: list[Photo]) -> torch.Tensor:
-        return self.processor(images=[p.rgb for p in photos], return_tensors="pt")["pixel_values"].to(self.device)
+        """The folder's processor, but never a centre crop (DeiT's 256 -> 224): every map is drawn over
+        the whole photo, so the model must see the whole photo (resized straight to the crop size)."""
+        crop = {}
+        if getattr(self.processor, "do_center_crop", False):
+            crop = {"do_center_crop": False, "size": dict(self.processor.crop_size)}
+        return self.processor(images=[p.rgb for p in photos], return_tensors="pt", **crop)["pixel_values"].to(self.device)
 
     def encode(self, pixel_values: torch.Tensor) -> torch.Tensor:
         """pixel_values -> packed rows (see above)."""
