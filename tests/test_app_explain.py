@@ -113,11 +113,19 @@ def test_browser_explain_with_and_trust_card(server):
         page.wait_for_function("(b) => document.querySelector('#view img').src !== b", arg=before, timeout=120_000)
         expect(page.locator("#panel .step-facts")).to_contain_text("the view shows occlusion")
         expect(page.locator("#scale input[value='stretch']")).to_be_checked()   # explanations: drawn stretched
+        expect(page.locator("#view")).to_contain_text("What the word needed (occlusion)")   # the view says which map
         page.get_by_text("Diagnose: grounding").click()
         page.locator("#trust-btn").click()
         expect(page.locator("#trust .trust-tile")).to_have_count(3, timeout=180_000)
         numbers = page.locator("#trust .auc").all_inner_texts()
         assert len(numbers) == 3 and all(re.fullmatch(r"-?\d+\.\d\d", n) for n in numbers)
+        shown = page.locator("#view img").get_attribute("src")   # a new caption: attention again, its view drawn
+        page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "rocket.jpg"))
+        page.wait_for_timeout(1500)
+        page.locator("#run").click()
+        expect(page.locator("#view")).to_contain_text("Where the model looked", timeout=90_000)
+        page.wait_for_function("(b) => { const i = document.querySelector('#view img');"
+                               " return i && i.src && i.src !== b; }", arg=shown, timeout=90_000)
         browser.close()
 
 

@@ -69,6 +69,8 @@ def _settings(strategy, beam, temperature, seed, max_len) -> DecodeSettings:
 
 
 STYLE_SCALE = 3   # where `scale` is in the style inputs (c.style)
+VIEW_LABELS = {"attention": "Where the model looked", "occlusion": "What the word needed (occlusion)",
+               "gradcam": "What the word used (Grad-CAM)", "relevancy": "What the word used (relevancy)"}
 
 
 def _style(upsampling, colormap, opacity, scale, show_alpha, hard_samples, head) -> S.Style:
@@ -127,7 +129,7 @@ class Handlers:
         """Every word's views drawn in the background and their names for the browser to preload
         (stepping then swaps pictures in the page), and the head picker's entries."""
         if ex is None:
-            return "", gr.Dropdown(), None, gr.Radio()
+            return "", gr.Dropdown(), None, gr.Radio(), gr.Image()
         if (ex.method, ex.trace.caption) not in ex.explained:
             ex.method = "attention"   # a new caption shows attention until it is explained
         st = _style(*style)
@@ -136,7 +138,8 @@ class Handlers:
         methods = [METHOD_LABELS[m] for m in self.studio.methods(ex.model)]
         return P.view_urls_html(self.studio.view_paths(ex, st)), gr.Dropdown(
             choices=choices, value=st.head if st.head in choices else S.MEAN_HEADS), \
-            self.studio.view(ex, st, ex.step, "coverage"), gr.Radio(choices=methods, value=METHOD_LABELS[ex.method])
+            self.studio.view(ex, st, ex.step, "coverage"), gr.Radio(choices=methods, value=METHOD_LABELS[ex.method]), \
+            gr.Image(label=VIEW_LABELS[ex.method])
 
     @friendly
     def explain_with(self, ex, label, t, *style, progress=gr.Progress()):
@@ -155,8 +158,10 @@ class Handlers:
         style[STYLE_SCALE] = "absolute" if method == "attention" else "stretch"
         st = _style(*style)
         self.studio.prerender(ex, st).result()
-        return (*self._step_reply(ex, t, st), P.view_urls_html(self.studio.view_paths(ex, st)),
-                self.draw_strip(ex, *style), gr.Radio(value=st.scale))
+        reply = list(self._step_reply(ex, t, st))
+        reply[1] = gr.Image(value=reply[1], label=VIEW_LABELS[method])   # the view says which map it shows
+        return (*reply, P.view_urls_html(self.studio.view_paths(ex, st)), self.draw_strip(ex, *style),
+                gr.Radio(value=st.scale))
 
     @friendly
     def seen_words(self, ex):
@@ -413,7 +418,7 @@ def _explore_stage(c, models: list[str], lecture: bool):
                                    combine_adjacent=False, show_legend=False, show_inline_category=False,
                                    interactive=False, color_map={"selected": "#f59e0b", "branched": "#93c5fd",
                                                                  "guessed": "#e2e8f0", "said, not seen": "#fca5a5"})
-    c.view = gr.Image(label="Where the model looked", elem_id="view", interactive=False,
+    c.view = gr.Image(label=VIEW_LABELS["attention"], elem_id="view", interactive=False,
                     height=540, format="png")
     c.view_urls = gr.HTML(elem_id="view-urls")   # every word's view, preloaded by viewer.js
     with gr.Row(elem_id="controls", equal_height=True):
@@ -534,10 +539,10 @@ def _caption_event(c, h: Handlers, trigger):
 
 def _decoded(c, h: Handlers, event):
     """After anything that brings a new trace: its views, then its word strip, then which words it saw."""
-    return event.success(h.after_decode, [c.explored, *c.style], [c.view_urls, c.head, c.coverage, c.explain_with],
-                         show_progress="hidden").success(h.draw_strip, [c.explored, *c.style], c.strip,
-                                                         show_progress="hidden").success(
-        h.seen_words, c.explored, c.caption, show_progress="hidden")
+    views = event.success(h.after_decode, [c.explored, *c.style],
+                          [c.view_urls, c.head, c.coverage, c.explain_with, c.view], show_progress="hidden")
+    strip = views.success(h.draw_strip, [c.explored, *c.style], c.strip, show_progress="hidden")
+    return strip.success(h.seen_words, c.explored, c.caption, show_progress="hidden")
 
 
 def _wire_explore(c, h: Handlers):
