@@ -65,12 +65,13 @@ document.addEventListener('keydown', (e) => {
     if (key === V.key) return;
     V.key = key; V.ready = new Set(); V.images = [];
     V.urls = key ? JSON.parse(key).map(fileUrl) : [];
-    // the view the caption brought goes first: preloading starts once it is on screen (or after 1 s)
-    const begin = Date.now(), first = V.urls[0];
+    // the view the reply brought goes first: preloading starts once one of these views is on screen
+    // (the caption's first word, or the word shown when Explain with brought new views), or after 1 s
+    const begin = Date.now();
     const start = () => {
       const im = document.querySelector('#view img');
       if (key !== V.key) return;
-      if (Date.now() - begin < 1000 && !(im && im.src === first && im.complete)) { setTimeout(start, 30); return; }
+      if (Date.now() - begin < 1000 && !(im && V.urls.includes(im.src) && im.complete)) { setTimeout(start, 30); return; }
       load(key, 0, 0);
     };
     start();
