@@ -53,8 +53,13 @@ def write_tiny(folder, seed: int = 0, layers: int = 2, heads: int = 4, tokenizer
                                  num_attention_heads=2, intermediate_size=48)
     gpt = transformers.GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=layers, n_head=heads,
                                   add_cross_attention=True, bos_token_id=eos, eos_token_id=eos, initializer_range=0.3)
-    config = transformers.VisionEncoderDecoderConfig.from_encoder_decoder_configs(vit, gpt)
-    config.decoder_start_token_id, config.eos_token_id, config.pad_token_id = eos, eos, eos
+    return save_encoder_decoder(folder, vit, gpt, tokenizer, eos, eos, eos)
+
+
+def save_encoder_decoder(folder, encoder, decoder, tokenizer, start: int, end: int, pad: int) -> str:
+    """A random VisionEncoderDecoderModel of these configs, saved as a Hugging Face folder."""
+    config = transformers.VisionEncoderDecoderConfig.from_encoder_decoder_configs(encoder, decoder)
+    config.decoder_start_token_id, config.eos_token_id, config.pad_token_id = start, end, pad
     model = transformers.VisionEncoderDecoderModel(config=config).eval()
     model.save_pretrained(str(folder), safe_serialization=True)
     tokenizer.save_pretrained(str(folder))
@@ -331,13 +336,7 @@ def write_tiny_pair(folder, encoder: str, decoder: str, seed: int = 0) -> str:
     enc_cls = transformers.DeiTConfig if encoder == "deit" else transformers.ViTConfig
     enc = enc_cls(image_size=SIDE * PATCH, patch_size=PATCH, hidden_size=24, num_hidden_layers=1,
                   num_attention_heads=2, intermediate_size=48)
-    config = transformers.VisionEncoderDecoderConfig.from_encoder_decoder_configs(enc, dec)
-    config.decoder_start_token_id, config.eos_token_id, config.pad_token_id = start, end, pad
-    model = transformers.VisionEncoderDecoderModel(config=config).eval()
-    model.save_pretrained(str(folder), safe_serialization=True)
-    tokenizer.save_pretrained(str(folder))
-    transformers.ViTImageProcessor(size={"height": SIDE * PATCH, "width": SIDE * PATCH}).save_pretrained(str(folder))
-    return str(folder)
+    return save_encoder_decoder(folder, enc, dec, tokenizer, start, end, pad)
 
 
 @pytest.mark.parametrize("encoder,decoder", [("deit", "bert"), ("vit", "bert"), ("deit", "gpt2")])
