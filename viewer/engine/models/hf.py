@@ -416,8 +416,8 @@ def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementati
     vocab = HFVocab(tokenizer, int(end), size)
     special = SPECIAL_TOKENS.get(enc.model_type, 1)
     decoder = (HFGPT2 if kind[-1] == "gpt2" else HFBert)(model, int(start), special)
-    side = enc.image_size // enc.patch_size
     meta = {**folder_meta(spec, path, config), "vocab_size": len(vocab)}
+    side = meta["vision_spec"]["grid"]   # the patch grid, as folder_meta read it from config.json
     return HFLoadedModel(decoder, vocab, meta, spec, HFImageEncoder(vision_module, processor, side, special, device))
 
 
