@@ -88,7 +88,7 @@ def test_caption_words_are_coloured_by_visual_dependence(studio, explored):
     pipe = studio.pipe(ex)
     import torch
     assert np.allclose(seen, (pipe.base() - pipe.logprobs(torch.zeros(1, 14, 14))[0]).numpy(), atol=1e-5)
-    ex.dependence[ex.trace.caption] = np.where(np.arange(len(seen)) == 0, -1.0, 5.0)   # only word 1 "guessed"
+    ex.dependence[ex.tokens] = np.where(np.arange(len(seen)) == 0, -1.0, 5.0)   # only word 1 "guessed"
     ex.step = ex.n_steps - 1
     labels = [label for _, label in S.caption_tokens(ex)]
     assert labels[0] in ("guessed", "said, not seen") and labels[-1] == "selected"
@@ -144,8 +144,16 @@ def test_an_explanation_in_progress_does_not_hold_up_other_sessions(studio, expl
 
     monkeypatch.setattr(S, "explain", slow)
     ex = studio.explore(os.path.join(ASSETS, "coffee.jpg"), "sat-soft", DecodeSettings(beam_size=1, max_len=7))
-    first = threading.Thread(target=studio.explain, args=(ex, "gradcam"))
-    second = threading.Thread(target=studio.explain, args=(ex, "gradcam"))
+    errors, results = [], []
+
+    def session():   # a thread's exception must fail the test, not vanish with the thread
+        try:
+            results.append(studio.explain(ex, "gradcam"))
+        except BaseException as err:   # noqa: BLE001
+            errors.append(err)
+
+    first = threading.Thread(target=session)
+    second = threading.Thread(target=session)
     first.start()
     assert started.wait(60)
     second.start()
@@ -154,4 +162,6 @@ def test_an_explanation_in_progress_does_not_hold_up_other_sessions(studio, expl
     release.set()
     first.join(60)
     second.join(60)
-    assert calls == [1] and ("gradcam", ex.trace.caption) in ex.explained
+    assert not first.is_alive() and not second.is_alive() and errors == []
+    assert calls == [1] and ("gradcam", ex.tokens) in ex.explained
+    assert len(results) == 2 and results[0] is results[1]   # the second session got the first one's maps

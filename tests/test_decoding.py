@@ -184,10 +184,11 @@ def test_one_model_call_per_step_for_all_beams_and_images(captioner, photo):
 def test_branching_continues_from_a_chosen_alternative(captioner, photo):
     first = captioner.caption([photo], "sat-soft", DecodeSettings(strategy="greedy"))[0][0]
     step1 = first.steps[1]
-    other_word = next(w for w, _ in step1.alternatives if w != step1.word and not w.startswith("<"))
-    prefix = [first.steps[0].word, other_word]
+    other_word, other_id = next((w, i) for (w, _), i in zip(step1.alternatives, step1.alternative_ids)
+                                if w != step1.word and not w.startswith("<"))
+    prefix = [first.steps[0].token, other_id]
     branched = captioner.caption([photo], "sat-soft", DecodeSettings(strategy="greedy"), prefixes=[prefix])[0][0]
-    assert branched.words[:2] == prefix
+    assert branched.words[:2] == [first.steps[0].word, other_word]
     # the forced steps carry the model's real probability of the chosen word
     assert np.isclose(branched.steps[1].logprob, np.log(dict(step1.alternatives)[other_word]), atol=1e-4)
     assert np.allclose(branched.steps[0].attention, first.steps[0].attention, atol=1e-6)

@@ -54,15 +54,15 @@ class FakeCaptioner:
     def __init__(self, model: nn.Module, attends_to=AttendsTo.GRID):
         self.device = torch.device("cpu")
         self.vision = SimpleNamespace(encoder=cell_encoder)
-        self.lm = SimpleNamespace(name="toy", model=model.eval(), vocab=VOCAB, attends_to=attends_to,
+        self.lm = SimpleNamespace(name="toy", model=model.eval(), vocab=VOCAB, attends_to=attends_to, image_encoder=None,
                                   vision_spec=SimpleNamespace(source=FeatureSource.OURS))
         self.grid = None
 
     def model(self, name):
         return self.lm
 
-    def forced_words(self, model, caption):
-        return caption.split() + ["<end>"]
+    def forced_ids(self, model, caption):
+        return VOCAB.encode(caption) + [VOCAB.end]
 
     def inputs(self, lm, photos):
         from viewer.engine.images import squash
@@ -176,13 +176,14 @@ def test_keep_masks_hide_in_order():
 def test_randomising_the_decoder_lowers_gradcam_rank_correlation():
     cap = random_grid_captioner(small_sat())
     pipe = ex.Pipeline(cap, textured_photo(), "toy", "a bright thing here")
+    before = ex.gradcam_maps(pipe)                                       # the maps before the check
     stages = ex.randomisation_check(cap, None, "toy", "a bright thing here", ("gradcam",), pipe=pipe)
     names = [n for n, _ in stages]
-    assert names[0] == "out" and names[-1] == "feat_proj"               # top (output) down
+    assert names == [n for n, _ in pipe.model.cascade()]                 # the order the model declares ...
+    assert names[0] == "out" and names[-1] == "feat_proj"               # ... from the output down
     assert stages[-1][1]["gradcam"] < 0.5
-    assert pipe.model is cap.lm.model                                    # the loaded model is untouched
-    again = ex.gradcam_maps(pipe)
-    assert np.allclose(again, ex.gradcam_maps(pipe))
+    assert pipe.model is cap.lm.model                                    # the loaded model is untouched:
+    assert np.allclose(ex.gradcam_maps(pipe), before)                    # its maps are those from before
 
 
 def test_region_attention_is_spread_over_box_cells():
@@ -202,6 +203,32 @@ def test_relevancy_on_a_small_transformer():
     assert rel.shape == (pipe.steps, GRID, GRID) and (rel >= 0).all() and rel.reshape(pipe.steps, -1).sum(1).min() > 0
 
 
+def test_relevancy_equals_its_rule_worked_by_hand_on_one_layer():
+    """One decoder layer, one head: R_tt = I + Abar_s, so word t's map is
+    (Abar_s[t] / sum(Abar_s[t]) + e_t) @ Abar_c, with Abar = (dlogp_t/dA * A)^+ of that word's backward."""
+    torch.manual_seed(3)
+    model = build_model("transformer", vocab_size=len(VOCAB), feature_dim=16, dim=8, layers=1, heads=1, dropout=0.0)
+    cap = random_grid_captioner(model)
+    pipe = ex.Pipeline(cap, textured_photo(), "toy", "a bright thing here")
+    rel = ex.relevancy_maps(pipe)
+    layer = model.layers[0]
+    for t in range(pipe.steps):
+        kept = {}
+        hooks = [layer.self_attn.register_forward_hook(lambda m, a, out: kept.__setitem__("s", out[1])),
+                 layer.cross_attn.register_forward_hook(lambda m, a, out: kept.__setitem__("c", out[1]))]
+        try:
+            with torch.enable_grad():
+                lp = pipe.grid_logprobs(pipe.features.grid.float()[None], model=model)[0, t]
+                g_s, g_c = torch.autograd.grad(lp, [kept["s"], kept["c"]])
+        finally:
+            for h in hooks:
+                h.remove()
+        a_s = (g_s * kept["s"]).clamp(min=0)[0, 0].detach()            # (T, T)
+        a_c = (g_c * kept["c"]).clamp(min=0)[0, 0].detach()            # (T, 196)
+        row = a_s[t] / a_s[t].sum().clamp_min(1e-12) + torch.eye(pipe.steps)[t]
+        assert np.allclose(rel[t].ravel(), (row @ a_c).numpy(), atol=1e-6)
+
+
 @pytest.mark.skipif(not os.path.exists(os.path.join(os.path.dirname(__file__), "..", "checkpoints", "sat-soft.safetensors")),
                     reason="shipped checkpoints absent")
 def test_shipped_sat_soft_attention_and_gradcam():
@@ -215,3 +242,31 @@ def test_shipped_sat_soft_attention_and_gradcam():
     assert np.allclose(e.logprobs, [s.logprob for s in trace.steps], atol=1e-4)
     assert np.allclose(e.maps["attention"], ex.attention_grid(trace), atol=1e-5)
     assert e.maps["gradcam"].shape == (len(trace.steps), GRID, GRID)
+    pipe = ex.Pipeline(c, photo, "sat-soft", trace.token_ids)          # Grad-CAM is its formula, by autograd:
+    grid = pipe.features.grid.float().clone().requires_grad_(True)      # ReLU(sum_k mean_ij(dlogp/dA_k) A_k)
+    with torch.enable_grad():
+        lp = pipe.grid_logprobs(grid[None])[0]
+        for t in (1, 3):
+            grad, = torch.autograd.grad(lp[t], grid, retain_graph=True)
+            cam = torch.relu((grid.detach() * grad.mean(0)).sum(-1)).reshape(GRID, GRID).numpy()
+            want = cam / cam.sum() if cam.sum() > 0 else cam
+            assert np.allclose(e.maps["gradcam"][t], want, atol=1e-5)
+    assert (e.maps["gradcam"].reshape(len(trace.steps), -1).sum(1) > 0.99).sum() >= len(trace.steps) - 1
+
+
+@pytest.mark.parametrize("name,hparams", [
+    ("sat-soft", {"embed_dim": 8, "hidden_dim": 16, "att_dim": 8, "proj_dim": 16}),
+    ("sat-hard", {"embed_dim": 8, "hidden_dim": 16, "att_dim": 8, "proj_dim": 16, "attention": "hard"}),
+    ("updown", {"embed_dim": 8, "hidden_dim": 16, "att_dim": 8}),
+    ("transformer", {"dim": 16, "layers": 2, "heads": 2, "encoder_layers": 1}),
+])
+def test_every_weight_is_in_exactly_one_declared_cascade_stage(name, hparams):
+    """The randomisation check walks what the model declares: every parameter in one stage, a tied
+    weight in the stage nearest the output, and named there."""
+    model = build_model(name, vocab_size=len(VOCAB), feature_dim=16, dropout=0.0, **hparams)
+    stages = model.cascade()
+    seen = [id(p) for _, part in stages for p in ([part] if isinstance(part, nn.Parameter) else part.parameters())]
+    assert sorted(seen) == sorted(id(p) for p in model.parameters())     # all of them, none twice
+    if name == "transformer":
+        assert "tied" in stages[0][0] and any(p is model.embed.weight for p in stages[0][1].parameters())
+        assert [n for n, _ in stages][1:3] == ["layers.1", "layers.0"]

@@ -181,7 +181,7 @@ def test_beam_search_and_steering_run(tiny):
     assert torch.allclose(steered[0][0].attention[1], target[0])
 
 
-def test_pickle_only_folder_is_refused_and_nothing_runs(tmp_path):
+def test_a_pickle_with_a_payload_is_refused_and_nothing_runs(tmp_path):
     from viewer.engine.models.hf import load_folder
     folder = write_tiny(tmp_path / "m")
     os.remove(os.path.join(folder, "model.safetensors"))
@@ -192,7 +192,7 @@ def test_pickle_only_folder_is_refused_and_nothing_runs(tmp_path):
             return (os.system, (f"touch {marker}",))
 
     torch.save({"x": Payload()}, os.path.join(folder, "pytorch_model.bin"))
-    with pytest.raises(CheckpointError, match="pytorch_model.bin.*safetensors"):
+    with pytest.raises(CheckpointError, match="pytorch_model.bin needs more than tensors to load and was refused"):
         load_folder("hf:" + folder)
     assert not marker.exists()
 
@@ -294,25 +294,28 @@ def test_subword_tokens_are_steps_and_the_caption_shows_words(tmp_path):
 BLIP_WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[DEC]"] + WORDS[2:]
 
 
-def write_tiny_blip(folder, seed: int = 0) -> str:
-    """A random BlipForConditionalGeneration (ViT-style vision model + BERT-style text decoder)."""
+def write_tiny_blip(folder, seed: int = 0, tokenizer=None, image_size: int = SIDE * PATCH, patch_size: int = PATCH) -> str:
+    """A random BlipForConditionalGeneration (ViT-style vision model + BERT-style text decoder);
+    `tokenizer` (default a word-level one) needs [PAD], [UNK], [CLS], [SEP] and [DEC] (its bos)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     torch.manual_seed(seed)
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(BLIP_WORDS)}, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
-                                                     cls_token="[CLS]", sep_token="[SEP]", bos_token="[DEC]")
-    text = transformers.BlipTextConfig(vocab_size=len(BLIP_WORDS), hidden_size=32, encoder_hidden_size=24,
+    if tokenizer is None:
+        tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(BLIP_WORDS)}, unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                                         cls_token="[CLS]", sep_token="[SEP]", bos_token="[DEC]")
+    text = transformers.BlipTextConfig(vocab_size=len(tokenizer), hidden_size=32, encoder_hidden_size=24,
                                        intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                       max_position_embeddings=64, bos_token_id=4, sep_token_id=3, pad_token_id=0,
-                                       eos_token_id=3, initializer_range=0.3)
+                                       max_position_embeddings=64, bos_token_id=tokenizer.bos_token_id,
+                                       sep_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id,
+                                       eos_token_id=tokenizer.sep_token_id, initializer_range=0.3)
     vision = transformers.BlipVisionConfig(hidden_size=24, intermediate_size=48, num_hidden_layers=1,
-                                           num_attention_heads=2, image_size=SIDE * PATCH, patch_size=PATCH)
+                                           num_attention_heads=2, image_size=image_size, patch_size=patch_size)
     config = transformers.BlipConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=16)
     model = transformers.BlipForConditionalGeneration(config).eval()
     model.save_pretrained(str(folder), safe_serialization=True)
     tokenizer.save_pretrained(str(folder))
-    transformers.BlipImageProcessor(size={"height": SIDE * PATCH, "width": SIDE * PATCH}).save_pretrained(str(folder))
+    transformers.BlipImageProcessor(size={"height": image_size, "width": image_size}).save_pretrained(str(folder))
     return str(folder)
 
 
@@ -475,12 +478,36 @@ def test_evaluate_and_explain_an_hf_model_from_the_command_line(tiny, tiny_data,
     assert block["methods"] == ["attention", "occlusion", "gradcam"] and block["photos"] == 2
 
 
-def test_a_hub_id_offline_gets_one_message_saying_what_to_do(monkeypatch):
-    from viewer.engine.models.hf import load_folder
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(CheckpointError, match=r"hf:nobody/no-such-captioner: no such folder here.*"
-                                              r"huggingface-cli download nobody/no-such-captioner"):
+def test_only_the_explicit_hub_form_touches_the_network(tmp_path, monkeypatch):
+    """`hf:org/name` that is no folder here is "no such folder" and asks nothing of the hub; only
+    `hf-hub:org/name@revision` fetches, at that revision, never a pickle, and names the commit."""
+    import huggingface_hub
+    from viewer.engine.models.hf import HUB_FILES, load_folder
+    asked = []
+
+    def snapshot_download(repo, revision=None, allow_patterns=None):   # stands in for the network
+        asked.append((repo, revision, allow_patterns))
+        snapshot = tmp_path / "snapshots" / "0123abcd"
+        if not snapshot.exists():
+            write_tiny(snapshot)
+        return str(snapshot)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    with pytest.raises(CheckpointError, match=r"hf:nobody/no-such-captioner: no such folder \(to fetch it .*"
+                                              r"ask for hf-hub:nobody/no-such-captioner\)"):
         load_folder("hf:nobody/no-such-captioner")
+    assert asked == []
+    lm = load_folder("hf-hub:nobody/captioner@v1")
+    assert asked == [("nobody/captioner", "v1", HUB_FILES)] and not any("bin" in p for p in HUB_FILES)
+    assert lm.name == "hf-hub:nobody/captioner@0123abcd"           # every trace records the commit
+
+    def offline(*a, **k):
+        raise huggingface_hub.errors.LocalEntryNotFoundError("offline")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    with pytest.raises(CheckpointError, match=r"hf-hub:nobody/x: the Hugging Face hub did not give it .*"
+                                              r"huggingface-cli download nobody/x"):
+        load_folder("hf-hub:nobody/x")
 
 
 def test_token_pieces_survive_the_tokenizers_space_clean_up():

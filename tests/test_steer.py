@@ -123,7 +123,7 @@ def test_steering_with_its_own_attention_gives_the_same_words_and_probabilities(
     for t in (1, len(trace.steps) // 2):
         result = steer(captioner, photo, model, trace, t, trace.steps[t].attention, settings)
         # the same as branching there: the earlier words forced, no steering
-        expected = captioner.caption([photo], model, settings, [[s.word for s in trace.steps[:t]]])[0][0]
+        expected = captioner.caption([photo], model, settings, [trace.token_ids[:t]])[0][0]
         assert result.trace.words == expected.words
         if strategy == "greedy":
             assert result.trace.words == trace.words

@@ -50,8 +50,9 @@ def test_heads_round_trip_through_json(captioner, photo):
     obj = trace.to_json()
     heads = np.asarray(obj["steps"][0]["heads"])
     assert heads.shape == (2, 4, 14, 14)
-    # the README's stated summary: "grid" is the mean over the last layer's heads
-    assert np.allclose(np.asarray(obj["steps"][0]["grid"]), heads[-1].mean(0), atol=1e-5)
+    # the README's stated summary: "grid" is the mean over the last layer's heads (kept as float16:
+    # 3 significant digits, so the mean agrees to about 1e-3 of the largest weight)
+    assert np.allclose(np.asarray(obj["steps"][0]["grid"]), heads[-1].mean(0), atol=1e-4)
     back = AttentionTrace.from_json(obj)
     for a, b in zip(trace.steps, back.steps):
         assert np.allclose(a.heads, b.heads, atol=1e-6)

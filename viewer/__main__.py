@@ -92,7 +92,7 @@ def cmd_caption(args) -> int:
                 for step, word in zip(obj["steps"], trace_faithfulness(captioner, photo, args.model, shown, levels=())):
                     step.update(drop_top=round(word.drop_top, 4), drop_random=round(word.drop_random, 4))
             if methods:
-                for step, more in zip(obj["steps"], step_explanations(captioner, photo, args.model, shown.caption,
+                for step, more in zip(obj["steps"], step_explanations(captioner, photo, args.model, shown.token_ids,
                                                                       methods)):
                     step.update(more)
             print(json.dumps(obj))
@@ -259,7 +259,7 @@ def cmd_evaluate(args) -> int:
                                        photos=args.explain_photos, sanity=args.explain_sanity,
                                        references=args.explain_references,
                                        log=lambda m: print(m, file=sys.stderr, flush=True))
-    plain = os.path.basename(loaded.name.removeprefix("hf:").rstrip(os.sep)) or "model"   # hf:FOLDER -> FOLDER
+    plain = os.path.basename(loaded.name.removeprefix("hf-hub:").removeprefix("hf:").rstrip(os.sep)) or "model"   # hf:FOLDER -> FOLDER
     out = args.captions_out or f"captions_{plain}_{args.split}.json"
     write_captions(out, captions)
     seen = report_half_seen(data, args.split)   # held-out photos this evaluation looked at

@@ -51,10 +51,9 @@ def occlude(captioner, photo, model: str, trace: AttentionTrace, step: int, hidd
     probability of the original word at that step (same words, teacher forced) and the new caption."""
     if hidden is None:
         hidden = [int(np.argmax(trace.steps[step].attention))]
-    words = [s.word for s in trace.steps if s.word != "<end>"]
-    forced = captioner.force([photo], model, [" ".join(words)], hidden=[hidden])[0]
+    forced = captioner.force([photo], model, [trace.token_ids], hidden=[hidden])[0]
     fresh = captioner.caption([photo], model, settings, hidden=[hidden])[0][0]
-    return Occlusion(hidden, step, trace.steps[step].word, float(np.exp(trace.steps[step].logprob)),
+    return Occlusion(hidden, step, trace.word_at(step).text, float(np.exp(trace.steps[step].logprob)),
                      float(np.exp(forced.steps[step].logprob)), fresh.caption)
 
 

@@ -23,6 +23,7 @@ from .faithfulness import faithfulness_block, measure
 from .grounding import PROXY_BOXES, Caption, detector_recall, grid_units, grounding_block, trace_units
 from ..engine.images import AttendsTo, load_photo
 from ..engine.vision import model_inputs
+from ..engine.words import first_step_words
 
 
 def java_available() -> bool:
@@ -105,7 +106,7 @@ def generate(loaded, items, names, settings: DecodeSettings, batch_size: int = 1
 
 
 def caption_text(loaded, hyp: Hypothesis) -> str:
-    return " ".join(w for w in loaded.vocab.decode(hyp.tokens) if w != "<end>")
+    return loaded.vocab.text(hyp.tokens)
 
 
 def _captions(loaded, items, images: list[int], hyps: list[Hypothesis], head: tuple[int, int] | None = None):
@@ -114,7 +115,8 @@ def _captions(loaded, items, images: list[int], hyps: list[Hypothesis], head: tu
     for item, image, hyp in zip(items, images, hyps):
         attention = (hyp.attention if head is None else hyp.heads[:, head[0], head[1]]).double().numpy()
         units = grid_units(attention.shape[1]) if loaded.attends_to == AttendsTo.GRID else item.regions.boxes
-        yield Caption(image, loaded.vocab.decode(hyp.tokens), attention, units, item.regions,
+        yield Caption(image, first_step_words(loaded.vocab.word_spans(hyp.tokens), len(hyp.tokens)), attention, units,
+                      item.regions,
                       None if hyp.sample is None or head is not None else hyp.sample.numpy(),
                       loaded.attends_to == AttendsTo.REGIONS)
 
@@ -217,7 +219,7 @@ def _trace_captions(pairs):
     """`grounding.Caption`s of (photo index, trace, proxy regions)."""
     for image, trace, regions in pairs:
         drawn = None if trace.steps[0].sample is None else np.array([s.sample for s in trace.steps])
-        yield Caption(image, [s.word for s in trace.steps], np.stack([s.attention for s in trace.steps]),
+        yield Caption(image, trace.step_words(), np.stack([s.attention for s in trace.steps]),
                       trace_units(trace), regions, drawn, trace.attends_to == AttendsTo.REGIONS)
 
 

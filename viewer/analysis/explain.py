@@ -38,6 +38,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +52,8 @@ from ..engine.render import region_density
 from ..engine.trace import AttentionTrace, TraceStep
 from ..engine.vision import FeatureSource
 from ..engine.vision.regions import DETECTOR_INPUT, region_features
+from ..engine.forcing import forced
+from ..engine.words import first_step_words
 
 METHODS = ("attention", "occlusion", "gradcam", "relevancy")
 SCALES = ((4, 2), (6, 4))   # occlusion windows (side, stride) in cells: 36 + 9 occluded photos
@@ -66,22 +69,25 @@ class Pipeline:
 
     `logprobs(keep)`: keep (M, 14, 14) in [0, 1] (1 = the photo, 0 = its blurred copy) -> (M, T).
     `grid_logprobs(grid)`: encoder grids (N, 196, C) -> (N, T), differentiable (regions as detected
-    on the unoccluded photo). T = the caption's words + <end>, as `Captioner.forced_words`.
+    on the unoccluded photo). T = the caption's steps, <end> included: `caption` is a trace's own
+    token ids (forced as they are: nothing re-tokenises a decoded caption), or text tokenised once
+    (`Captioner.forced_ids`: a reference, a typed caption).
     """
 
-    def __init__(self, captioner, photo: Photo, model: str, caption: str, blur_sigma: float = BLUR_SIGMA):
+    def __init__(self, captioner, photo: Photo, model: str, caption: str | Sequence[int],
+                 blur_sigma: float = BLUR_SIGMA):
         self.captioner, self.photo = captioner, photo
         self.lm = lm = captioner.model(model)
-        self.own_encoder = getattr(lm, "image_encoder", None)     # hf: models: their ViT and image processor
+        self.own_encoder = lm.image_encoder                      # hf: models: their ViT and image processor
         if lm.vision_spec.source != FeatureSource.OURS and self.own_encoder is None:
             raise ValueError(f"{lm.name} does not read photos through an encoder here: photo-space maps need one")
         self.model = lm.model.eval()
         self.regions_model = lm.attends_to == AttendsTo.REGIONS
-        self.words = captioner.forced_words(model, caption)
-        ids = [lm.vocab.start] + [lm.vocab.index.get(w, lm.vocab.unk) for w in self.words]
+        ids = captioner.forced_ids(model, caption) if isinstance(caption, str) else [int(i) for i in caption]
+        self.token_ids = ids
+        self.words = first_step_words(lm.vocab.word_spans(ids), len(ids))   # per step: its word at its first token
         self.device = captioner.device
         self.tokens = torch.tensor(ids, device=self.device)
-        self.banned = torch.tensor([lm.vocab.pad, lm.vocab.start], device=self.device)
         if self.own_encoder is None:
             sq = squash(photo)
             self.image = torch.from_numpy(sq).float()
@@ -92,7 +98,7 @@ class Pipeline:
             self.blurred = _blur_tensor(pv, blur_sigma * pv.shape[-1] / INPUT_SIZE).permute(1, 2, 0)
         self.features = captioner.inputs(lm, [photo])[0]       # cached grid (+ regions) of the photo
         self.side = math.isqrt(self.features.grid.shape[0])    # the model's grid: 14, or an hf: ViT's
-        self.cam_dim = getattr(self.model, "enc_dim", self.features.grid.shape[-1])   # hf: rows' patch half
+        self.cam_dim = self.model.feature_width or self.features.grid.shape[-1]   # hf: rows' patch half
         if self.regions_model:
             self.small = _detector_copy(photo.rgb)
             self.small_blurred = _blur(self.small, blur_sigma * self.small.shape[1] / INPUT_SIZE)
@@ -100,33 +106,16 @@ class Pipeline:
 
     @property
     def steps(self) -> int:
-        return len(self.words)
+        return len(self.token_ids)
 
     # -- the decoder, teacher forced -----------------------------------------------------------
     def decode(self, feats: torch.Tensor, mask: torch.Tensor, model: nn.Module | None = None,
                with_attention: bool = False):
-        """Forced log-prob of every word (N, T) [and the attention (N, T, K)] for N feature rows."""
+        """Forced log-prob of every word (N, T) [and the attention (N, T, K)] for N feature rows
+        (engine/forcing.py; sat-hard through its soft expectation)."""
         model = self.model if model is None else model
-        n = feats.shape[0]
-        tokens = self.tokens[None].expand(n, -1)
-        if hasattr(model, "layers") and hasattr(model, "memory"):   # transformer: the whole caption at once
-            logits, steps = model.teacher_forced(feats, mask, tokens, torch.arange(n, device=feats.device))
-            logits = logits.transpose(0, 1)
-            att = torch.stack([s.attention for s in steps], 1) if with_attention else None
-        else:
-            state = model.init_state(feats, mask)
-            if getattr(model, "attention", None) == "hard":
-                state["expect"] = torch.ones(n, dtype=torch.bool, device=feats.device)   # soft expectation
-            outs, atts = [], []
-            for t in range(self.steps):
-                step, state = model.forward_step(state, tokens[:, t])
-                outs.append(step.logits)
-                atts.append(step.attention)
-            logits = torch.stack(outs, 1)
-            att = torch.stack(atts, 1) if with_attention else None
-        logp = F.log_softmax(logits.float().index_fill(-1, self.banned, float("-inf")), dim=-1)
-        lp = logp.gather(-1, tokens[:, 1:, None]).squeeze(-1)
-        return (lp, att) if with_attention else lp
+        out = forced(model, feats, mask, self.tokens[None].expand(feats.shape[0], -1), self.lm.vocab, soft=True)
+        return (out.logprobs, out.attention) if with_attention else out.logprobs
 
     def inputs_from_grid(self, grid: torch.Tensor, regions: list | None = None):
         """Decoder inputs from encoder grids (N, 196, C): the grid itself, or region features pooled
@@ -308,10 +297,9 @@ def relevancy_maps(pipe: Pipeline, model: nn.Module | None = None) -> np.ndarray
     R_ti += norm(R_tt) Abar_cross (the image side has no self-attention: R_ii = I). Row t of R_ti
     (the word t's query) is its map. Gradients of all words in one backward (one row per word)."""
     model = copy.deepcopy(pipe.model if model is None else model)   # its hooks must not catch other sessions' runs
-    if not hasattr(model, "layers"):
-        raise ValueError("relevancy is for the transformer")
-    if len(model.feature_encoder):
-        raise ValueError("relevancy through encoder layers over the cells is not implemented")
+    if not model.relevancy:
+        raise ValueError(f"relevancy's rules are not written for {type(model).__name__} (the transformer without "
+                         "encoder layers over the cells)")
     t_len = pipe.steps
     captured: list[tuple[str, torch.Tensor]] = []
 
@@ -351,7 +339,7 @@ class Explanation:
     """Per-word maps of one forced caption on one photo."""
 
     model: str
-    words: list[str]                       # forced words, ending with <end> (trace steps)
+    words: list[str]                       # per step: its word's text at the word's first step, "" after
     logprobs: np.ndarray                   # (T,) each word's log-prob in the explained run
     maps: dict[str, np.ndarray]            # method -> (T, 14, 14) float32, >= 0, rows sum to 1 (or all 0)
     empty: dict[str, np.ndarray]           # method -> (T,) bool: no evidence, the map is all zero
@@ -364,12 +352,9 @@ class Explanation:
 
 def available_methods(captioner, model: str) -> tuple[str, ...]:
     lm = captioner.model(model)
-    if getattr(lm, "image_encoder", None) is not None:
-        return METHODS[:3]     # hf: through their own ViT; relevancy's rules are written for our transformer
-    if lm.vision_spec.source != FeatureSource.OURS:
-        return ("attention",)
-    return METHODS if hasattr(lm.model, "layers") and not len(getattr(lm.model, "feature_encoder", [])) \
-        else METHODS[:3]
+    if lm.image_encoder is None and lm.vision_spec.source != FeatureSource.OURS:
+        return ("attention",)   # no photo-space input here (precomputed features, an imported grid encoder)
+    return METHODS if lm.model.relevancy else METHODS[:3]
 
 
 def explain(captioner, photo: Photo, model: str, caption: str,
@@ -395,22 +380,9 @@ def explain(captioner, photo: Photo, model: str, caption: str,
 # --------------------------------------------------------------------------------------------
 # Sanity check (Adebayo et al. 2018): cascading randomisation of the decoder, top (output) down
 
-def decoder_layers(model: nn.Module) -> list[tuple[str, nn.Module | nn.Parameter]]:
-    """The decoder's parameterised parts from the output back to the input (ModuleLists expanded;
-    a model that wraps another library's decoder names them itself: `cascade()`)."""
-    if hasattr(model, "cascade"):
-        return model.cascade()
-    parts: list[tuple[str, nn.Module | nn.Parameter]] = []
-    for name, child in model.named_children():
-        if isinstance(child, nn.ModuleList):
-            parts += [(f"{name}.{i}", c) for i, c in enumerate(child) if any(True for _ in c.parameters())]
-        elif any(True for _ in child.parameters()):
-            parts.append((name, child))
-    parts += [(name, p) for name, p in model.named_parameters(recurse=False)]
-    order = {name: i for i, (name, _) in enumerate(model.named_parameters())}
-    first = lambda item: min((order[n] for n in order if n == item[0] or n.startswith(item[0] + ".")),  # noqa: E731
-                             default=0)
-    return sorted(parts, key=first, reverse=True)
+def decoder_layers(model) -> list[tuple[str, nn.Module | nn.Parameter]]:
+    """The decoder's parts from the output back to the input, as the model declares them (`cascade`)."""
+    return model.cascade()
 
 
 def _randomise(part, gen: torch.Generator):
@@ -470,8 +442,9 @@ def explained_trace(trace: AttentionTrace, explanation: Explanation, method: str
     and next words stay the model's own; the name says which map is shown."""
     maps = explanation.maps[method]
     if len(maps) != len(trace.steps):
-        raise ValueError(f"{method}: the caption re-tokenised into {len(maps)} steps, the trace has {len(trace.steps)}")
-    steps = [TraceStep(s.word, s.token, s.logprob, maps[t].reshape(-1).astype(np.float32), s.alternatives, s.beta)
-             for t, s in enumerate(trace.steps)]
+        raise ValueError(f"{method}: the explanation has {len(maps)} steps, the trace {len(trace.steps)}")
+    steps = [TraceStep(s.word, s.token, s.logprob, maps[t].reshape(-1).astype(np.float32), s.alternatives, s.beta,
+                       alternative_ids=s.alternative_ids) for t, s in enumerate(trace.steps)]
     return AttentionTrace(f"{trace.model} · {method}", AttendsTo.GRID, steps, trace.width, trace.height,
-                          trace.image, trace.score, trace.finished, text=trace.text, pieces=trace.pieces)
+                          trace.image, trace.score, trace.finished, text=trace.text, pieces=trace.pieces,
+                          word_spans=trace.word_spans)

@@ -41,7 +41,8 @@ def _mean(values) -> float | None:
 
 
 def object_steps(words: list[str]) -> list[int]:
-    return [t for t, w in enumerate(words) if w != "<end>" and word_class(w) is not None]
+    """The steps where an object word starts (`words`: per step, a word's text at its first step, "" after)."""
+    return [t for t, w in enumerate(words) if w not in ("", "<end>") and word_class(w) is not None]
 
 
 def explain_photo(captioner, photo, model: str, caption: str, methods: tuple[str, ...], regions, image: int,

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from ..engine.decoding import DecodeSettings, decode
+from ..engine.words import first_step_words
 from .grounding import bootstrap_ci, word_class
 
 LEVELS = (0.0, 0.1, 0.25, 0.5, 0.75)   # shares of the units hidden on the deletion curve
@@ -115,10 +116,9 @@ def measure(model, vocab, feats: torch.Tensor, mask: torch.Tensor, rows: list[tu
     hide at the word's own step only (default: for the whole caption). `cover[image][unit]`: units
     hidden whenever `unit` is (`context_cover`: the context regions over a detection), for the
     top half, the random draws and the curve alike."""
-    vocab_words = vocab.words
     curve_draws = draws if curve_draws is None else curve_draws
-    if steps is None:
-        steps = [[t for t, tok in enumerate(ids) if word_class(vocab_words[tok])] for _, ids in rows]
+    if steps is None:   # each object word at its first token (the word layer)
+        steps = [[w.first for w in vocab.word_spans(ids) if word_class(w.text)] for _, ids in rows]
     rng = np.random.default_rng(seed)
     words, probes = [], []   # words: (row, step, units in the top half, probe indices: base, top, randoms, curve)
 
@@ -148,12 +148,13 @@ def measure(model, vocab, feats: torch.Tensor, mask: torch.Tensor, rows: list[tu
             words.append((r, t, len(top), len(probes) - 1, probe(r, t, top), [probe(r, t, h) for h in randoms],
                           [[probe(r, t, h) for h in level] for level in curve]))
     lp = forced_logprobs(model, vocab, feats, mask, rows, probes, keep_mean, batch, step_only)
+    texts = {r: first_step_words(vocab.word_spans(rows[r][1]), len(rows[r][1])) for r in {w[0] for w in words}}
     out = []
     for r, t, hidden, base, top, randoms, curve in words:
         def drop(i: int | None) -> float:
             return 0.0 if i is None else float("nan") if i == -1 else float(lp[base] - lp[i])
         curve_drops = np.array([[drop(i) for i in level] for level in curve]).reshape(len(curve), 1 + curve_draws)
-        out.append(WordFaithfulness(rows[r][0], t, vocab_words[rows[r][1][t]], hidden, drop(top),
+        out.append(WordFaithfulness(rows[r][0], t, texts[r][t] or vocab.display(rows[r][1][t]), hidden, drop(top),
                                     _mean([drop(i) for i in randoms]), curve_drops[:, 0].round(4).tolist(),
                                     [round(_mean(d), 4) for d in curve_drops[:, 1:]], HIDDEN_FOR[step_only],
                                     0 if top is None else int(mask[rows[r][0]].sum()) if top == -1 else len(probes[top].hidden)))
@@ -213,7 +214,7 @@ def trace_faithfulness(captioner, photo, model: str, trace, steps: list[int] | N
     from ..engine.vision import model_inputs
     lm = captioner.model(model)
     feats, mask = model_inputs(captioner.inputs(lm, [photo]), lm.attends_to, captioner.device)
-    ids = [lm.vocab.index.get(s.word, lm.vocab.unk) for s in trace.steps]
+    ids = trace.token_ids
     steps = list(range(len(ids))) if steps is None else steps
     return measure(lm.model, lm.vocab, feats, mask, [(0, ids)], [np.stack([s.attention for s in trace.steps])],
                    [steps], levels, draws, seed, step_only=step_only)
@@ -225,7 +226,7 @@ def hidden_logprob(captioner, photo, model: str, trace, step: int, hidden: list[
     from ..engine.vision import model_inputs
     lm = captioner.model(model)
     feats, mask = model_inputs(captioner.inputs(lm, [photo]), lm.attends_to, captioner.device)
-    ids = [lm.vocab.index.get(s.word, lm.vocab.unk) for s in trace.steps]
+    ids = trace.token_ids
     return float(forced_logprobs(lm.model, lm.vocab, feats, mask, [(0, ids)], [Probe(0, step, list(hidden))],
                                  step_only=step_only)[0])
 

@@ -181,7 +181,7 @@ def trace_units(trace) -> np.ndarray:
 def grounding(trace, regions: Regions) -> list[Grounding]:
     """Per object word of a trace's caption: how much of its attention lies on the detector's boxes of it."""
     attention = np.stack([s.attention for s in trace.steps])
-    return ground_words([s.word for s in trace.steps], attention, trace_units(trace), regions)
+    return ground_words(trace.step_words(), attention, trace_units(trace), regions)
 
 
 def named_classes(references: list[str], min_refs: int = 2) -> set[str]:
@@ -202,7 +202,7 @@ def detector_recall(references: list[list[str]], regions: list[Regions]) -> floa
 class Caption(NamedTuple):
     """One decoded or forced caption, as grounding reads it."""
     image: int                  # which photo (captions of one photo share it)
-    words: list[str]
+    words: list[str]            # per step: its word's text at the word's first step, "" after (Word layer)
     attention: np.ndarray       # (T, K)
     units: np.ndarray           # (K, 4) normalised boxes of the cells or regions attended
     regions: Regions            # the proxy boxes
@@ -217,7 +217,7 @@ def grounding_block(captions) -> dict:
     for c in captions:
         attention = np.asarray(c.attention, np.float64)[:, :len(c.units)]   # batches pad regions; padding weighs 0
         items += ground_words(c.words, attention, c.units, c.regions, c.drawn, c.heatmap, c.image)
-        emitted = [a for a, w in zip(attention, c.words) if w != "<end>"]
+        emitted = [a for a, w in zip(attention, c.words) if w not in ("", "<end>")]   # one per word
         entropies += [entropy(a) for a in emitted]
         uniform += [float(np.log(len(c.units)))] * len(emitted)
     return grounding_summary(items, entropies, uniform)

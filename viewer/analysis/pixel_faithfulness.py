@@ -81,7 +81,7 @@ class Deletion:
 
     def summary(self, steps: list[int] | None = None) -> dict:
         """Means over `steps` (default: every word but <end>)."""
-        steps = [t for t, w in enumerate(self.words) if w != "<end>"] if steps is None else steps
+        steps = [t for t, w in enumerate(self.words) if w not in ("", "<end>")] if steps is None else steps
         r = lambda v: round(float(np.mean(v[steps])), 4) if steps else None  # noqa: E731
         out = {"words": len(steps), "visual_dependence": r(self.visual_dependence), "auc_random": r(self.auc())}
         for m in self.morf:
@@ -123,8 +123,8 @@ def deletion(pipe: Pipeline, maps: dict[str, np.ndarray], levels=LEVELS, random_
     return out
 
 
-def step_explanations(captioner, photo, model: str, caption: str, methods: tuple[str, ...]) -> list[dict]:
-    """Per word of `caption` (forced, <end> included): each method's 14x14 map, its deletion AUC
+def step_explanations(captioner, photo, model: str, caption, methods: tuple[str, ...]) -> list[dict]:
+    """Per step of `caption` (a trace's token ids, or text; forced, <end> included): each method's 14x14 map, its deletion AUC
     (MoRF) and ROAD score, the random order's AUC and the word's visual dependence, for `caption --json
     --explain` (README schema)."""
     pipe = Pipeline(captioner, photo, model, caption)

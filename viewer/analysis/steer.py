@@ -63,11 +63,11 @@ def steer(captioner, photo, model: str, trace: AttentionTrace, step: int, attent
     settings = settings or DecodeSettings()
     if not 0 <= step < len(trace.steps):
         raise ValueError(f"cannot steer word {step + 1}: the caption has {len(trace.steps)} (counting <end>)")
-    words = [s.word for s in trace.steps]
+    words = trace.token_ids
     at = (step, [attention])
     forced = captioner.caption([photo], model, replace(settings, strategy="forced"), [words], steer=at)[0][0]
     fresh = forced if settings.strategy == "forced" else \
         captioner.caption([photo], model, settings, [words[:step]], steer=at)[0][0]
     own = trace.steps[step]
-    return SteerResult(step, own.word, fresh.steps[step].attention, own.alternatives, fresh.steps[step].alternatives,
+    return SteerResult(step, trace.word_at(step).text, fresh.steps[step].attention, own.alternatives, fresh.steps[step].alternatives,
                        float(np.exp(own.logprob)), float(np.exp(forced.steps[step].logprob)), fresh)

@@ -72,8 +72,8 @@ def _looked_vs_used(captioner, photo, model: str, trace) -> dict:
     away), `said_not_seen`: those below SEEN; nothing for models that do not read our encoder."""
     if available_methods(captioner, model) == ("attention",):
         return {}
-    dependence = visual_dependence(Pipeline(captioner, photo, model, trace.caption))
-    words = [s.word for s in trace.steps]
+    dependence = visual_dependence(Pipeline(captioner, photo, model, trace.token_ids))
+    words = trace.step_words()   # each word once, at its first token
     objects = [d for w, d in zip(words, dependence) if word_class(w)]
     return {"seen": round(float(min(objects)), 4) if objects else None,
             "said_not_seen": " ".join(said_not_seen(words, dependence))}

@@ -16,12 +16,13 @@ Means carry image-level bootstrap 95% intervals (`grounding.bootstrap_ci`).
 Every map is the 14x14 grid over the whole photo (`explain.py`; regions projected onto it), so
 pixel boxes become the unit square by dividing by the photo's width and height.
 
-Word matching (`match_key`): a caption token (the viewer's tokenizer: lower case, punctuation
-dropped) matches a box key (lower-cased) exactly, or else after dropping a final "s", or else a
+Word matching (`match_key`): a caption word (the trace's word layer: a sub-word model's tokens
+joined into words, grounded at the word's first token) matches a box key (lower-cased) exactly, or else after dropping a final "s", or else a
 final "es" ("dogs" -> "dog", "boxes" -> "box"; "glasses" matches the key "glasses" exactly).
 Irregular plurals ("mice", "people") need their own key. Every key must match at least one
-caption word, or the file is refused. A caption word the model does not know is forced as <unk>
-and still grounded at its step; the report lists such words (`unknown_to_model`).
+caption word (the viewer's tokenizer: lower case, punctuation dropped), or the file is refused. A
+caption word the model does not know is forced as <unk> and still grounded at its step; the report
+lists such words (`unknown_to_model`).
 
 A bad file raises ONE `BoxFileError` (a ValueError) whose message names the file, the photo and the
 problem; nothing else escapes `load_box_file`.
@@ -181,8 +182,8 @@ def _number(v) -> bool:
 def ground_maps(words: list[str], maps: np.ndarray, photo: BoxedPhoto, image: int = 0) -> list[Grounding]:
     """Per caption word with boxes: pointing and mass in box of its map (row t of `maps`, (T, 14, 14)
     or (T, 196) over the photo's grid cells), and the centre and uniform baselines on the same word.
-    `words` are the caption's tokens in step order (the forced run's steps; extra steps such as
-    <end> are ignored). An all-zero map (no evidence) has mass 0 and points nowhere (a miss)."""
+    `words` are per step the caption word starting there ("" where a word goes on, the word layer's
+    `step_words`; <end> is ignored), so a word of several tokens is grounded once, at its first. An all-zero map (no evidence) has mass 0 and points nowhere (a miss)."""
     maps = np.asarray(maps, np.float64).reshape(len(maps), -1)
     units = grid_units(maps.shape[1])
     keys = [(t, word, match_key(word, photo.boxes)) for t, word in enumerate(words[:len(maps)])]
@@ -243,26 +244,26 @@ def evaluate_user_boxes(captioner, model: str, boxes_file: str, methods: Sequenc
         if progress is not None:
             progress(i, len(photos), bp.key)
         photo = load_photo(bp.path)
-        words = tokenize(bp.caption)
         start = time.perf_counter()
         trace = captioner.force([photo], model, [bp.caption])[0]
+        words = trace.step_words()   # each caption word at its first token (the word layer)
         maps = {"attention": attention_grid(trace)}
         seconds["attention"] += time.perf_counter() - start
-        model_words = [s.word for s in trace.steps]
         extra = [m for m in methods if m != "attention"]
         if extra:
-            e = explain(captioner, photo, model, bp.caption, tuple(extra))
+            e = explain(captioner, photo, model, trace.token_ids, tuple(extra))
             for m in extra:
                 maps[m] = e.maps[m]
                 seconds[m] += e.seconds[m]
         found = {m: ground_maps(words, maps[m], bp, image=i) for m in methods}
         rows = []
         for j, g in enumerate(found["attention"]):
-            known = model_words[g.step] == g.word
-            if not known:
+            word = trace.word_at(g.step)
+            if not word.known:
                 unknown_words.add(g.word)
             rows.append({"step": g.step, "word": g.word, "box_word": g.coco_class,
-                         "model_word": model_words[g.step], "box_area": round(g.area, 4),
+                         "model_word": g.word if word.known else "<unk>",
+                         "model_tokens": [trace.steps[t].word for t in word.steps], "box_area": round(g.area, 4),
                          "centre_hit": g.centre_hit, "uniform_mass": round(g.uniform, 4),
                          "methods": {m: {"pointing": found[m][j].hit, "mass_in_box": round(found[m][j].inside, 4)}
                                      for m in methods}})

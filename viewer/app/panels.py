@@ -42,19 +42,30 @@ def score_html(caption: str, scores: dict, corpus: bool) -> str:
 def compare_line(trace: AttentionTrace, step: int) -> str:
     """Compare's line for one model: its name, the caption's total log-probability, the words with
     word `step` (0-based) in bold."""
-    words = [f"**[{s.word}]**" if i == step else s.word for i, s in enumerate(trace.steps)]
+    chosen = trace.word_at(step)
+    words = [f"**[{w.text}]**" if w == chosen else w.text for w in trace.word_spans]
     return f"**{trace.model}** (log p {sum(s.logprob for s in trace.steps):.2f}): " + " ".join(words)
 
 
-def view_urls_html(paths: list[str]) -> str:
-    """HTML for the page's preloader (viewer.js): every word's view file, in word order."""
-    return f'<div data-urls="{html.escape(json.dumps(paths))}"></div>'
+def step_label(trace: AttentionTrace, t: int) -> str:
+    """Step t as a person reads it: its word, and for a word of several tokens which piece this is."""
+    w = trace.word_at(t)
+    if w.first == w.last:
+        return w.text
+    piece = (trace.pieces[t] if trace.pieces is not None else trace.steps[t].word).strip()
+    return f'{w.text} (token {t - w.first + 1} of {w.last - w.first + 1}: "{piece}")'
+
+
+def view_urls_html(paths: list[str], first: list[int]) -> str:
+    """HTML for the page's preloader (viewer.js): every step's view file, in step order, and each
+    step's word's first step (a click on a word selects its first token)."""
+    return f'<div data-urls="{html.escape(json.dumps(paths))}" data-first="{json.dumps(first)}"></div>'
 
 
 def step_panel(ex: Exploration) -> str:
     """HTML: the word, its probability, beta, entropy, and the top-k next words as bars."""
     s = ex.trace.steps[ex.step]
-    facts = [f"<b>{html.escape(s.word)}</b> at step {ex.step + 1} of {ex.n_steps}",
+    facts = [f"<b>{html.escape(step_label(ex.trace, ex.step))}</b> at step {ex.step + 1} of {ex.n_steps}",
              f"p = {np.exp(s.logprob):.1%}", f"attention entropy {s.entropy:.2f} nats"]
     if s.beta is not None:
         facts.append(f"beta (gate) {s.beta:.2f}")
@@ -195,7 +206,7 @@ def trust_card(studio: Studio, ex: Exploration, style: Style) -> str:
     whether its peak lies on the detector's boxes of the object the word names, and how much the
     word depends on the photo at all (visual dependence)."""
     found, curves = studio.trust(ex)
-    t, word = ex.step, ex.trace.steps[ex.step].word
+    t, word = ex.step, ex.trace.word_at(ex.step).text
     regions = studio.captioner.features([ex.photo], with_regions=True)[0].regions
     small = thumbnail(ex.display, 200)
     tiles = []

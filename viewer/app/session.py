@@ -141,11 +141,11 @@ class Exploration:
     beams: list[AttentionTrace]
     beam: int = 0
     step: int = 0
-    prefixes: list[list[str]] = field(default_factory=list)   # branching history, newest last
+    prefixes: list[list[int]] = field(default_factory=list)   # branching history (token ids), newest last
     display: np.ndarray | None = None                         # the photo as views draw it (display_copy)
     method: str = "attention"                                 # what the views show (analysis/explain.py)
-    explained: dict = field(default_factory=dict)             # (method, caption) -> Explanation, computed so far
-    dependence: dict = field(default_factory=dict)            # caption -> (T,) visual dependence, nats
+    explained: dict = field(default_factory=dict)             # (method, tokens) -> Explanation, computed so far
+    dependence: dict = field(default_factory=dict)            # tokens -> (T,) visual dependence, nats
 
     def __post_init__(self):
         if self.display is None:
@@ -159,9 +159,14 @@ class Exploration:
     @property
     def shown(self) -> AttentionTrace:
         """What the views draw: the model's attention, or the chosen explanation's maps on its words."""
-        found = self.explained.get((self.method, self.trace.caption))
+        found = self.explained.get((self.method, self.tokens))
         return self.trace if self.method == "attention" or found is None else \
             explained_trace(self.trace, found, self.method)
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        """The shown caption's token ids: what its explanations and dependence are keyed by and forced on."""
+        return tuple(self.trace.token_ids)
 
     @property
     def n_steps(self) -> int:
@@ -207,7 +212,7 @@ class Studio:
         from ..engine.checkpoints import available
         return list(available(self.captioner.checkpoint_dir))
 
-    def decode(self, photo: Photo, model: str, settings: DecodeSettings, prefix: list[str] | None = None
+    def decode(self, photo: Photo, model: str, settings: DecodeSettings, prefix: list[int] | None = None
                ) -> list[AttentionTrace]:
         key = (photo_key(photo), model, settings, tuple(prefix or ()))
         with self._lock:
@@ -222,7 +227,7 @@ class Studio:
 
     def force(self, photo: Photo, model: str, caption: str, seed: int = 0) -> AttentionTrace:
         settings = DecodeSettings(strategy="forced", seed=seed)
-        return self.decode(photo, model, settings, self.captioner.forced_words(model, caption))[0]
+        return self.decode(photo, model, settings, self.captioner.forced_ids(model, caption))[0]
 
     # --- exploring -------------------------------------------------------------------------
     def explore(self, photo_source, model: str, settings: DecodeSettings) -> Exploration:
@@ -230,9 +235,15 @@ class Studio:
         return Exploration(photo, model, settings, self.decode(photo, model, settings))
 
     def branch(self, ex: Exploration, step: int, word: str) -> Exploration:
-        """Replace the word at `step` by `word` and let the model continue from there."""
-        prefix = [s.word for s in ex.trace.steps[:step]] + [word]
-        if word == "<end>":
+        """Replace the token at `step` by `word` (one of its alternatives as shown, or a token of the
+        vocabulary) and let the model continue from there."""
+        vocab = self.captioner.model(ex.model).vocab
+        s = ex.trace.steps[step]
+        shown = [w for w, _ in s.alternatives]
+        token = s.alternative_ids[shown.index(word)] if word in shown and s.alternative_ids else \
+            vocab.index.get(word, vocab.unk)
+        prefix = ex.trace.token_ids[:step] + [token]
+        if token == vocab.end:
             settings = replace(ex.settings, strategy="forced")
             beams = self.decode(ex.photo, ex.model, settings, prefix)
         else:
@@ -255,11 +266,10 @@ class Studio:
     def explain(self, ex: Exploration, method: str) -> Explanation:
         """`method`'s maps for every word of the shown caption, computed once per photo, model and
         caption (an LRU shared by sessions), kept on the Exploration so stepping only draws."""
-        caption = ex.trace.caption
-        key = (photo_key(ex.photo), ex.model, caption, method)
-        found = self._once(self._explanations, key, lambda: explain(self.captioner, ex.photo, ex.model, caption,
+        key = (photo_key(ex.photo), ex.model, ex.tokens, method)
+        found = self._once(self._explanations, key, lambda: explain(self.captioner, ex.photo, ex.model, ex.tokens,
                                                                    (method,), pipe=self.pipe(ex)))
-        ex.explained[(method, caption)] = found
+        ex.explained[(method, ex.tokens)] = found
         return found
 
     def _once(self, cache: OrderedDict, key: tuple, compute):
@@ -297,9 +307,9 @@ class Studio:
             return self._pipe_locked(ex)
 
     def _pipe_locked(self, ex: Exploration, keep: int = 8) -> Pipeline:
-        key = (photo_key(ex.photo), ex.model, ex.trace.caption)
+        key = (photo_key(ex.photo), ex.model, ex.tokens)
         if key not in self._pipes:
-            self._pipes[key] = Pipeline(self.captioner, ex.photo, ex.model, ex.trace.caption)
+            self._pipes[key] = Pipeline(self.captioner, ex.photo, ex.model, ex.tokens)
             while len(self._pipes) > keep:
                 self._pipes.pop(next(iter(self._pipes)))
         return self._pipes[key]
@@ -308,7 +318,7 @@ class Studio:
         """Every method's maps of the shown caption and the selected word's pixel-space deletion
         curves under each (one batch of blurred photos), cached per photo, model, caption and word."""
         found = {m: self.explain(ex, m) for m in self.methods(ex.model)}
-        key = (photo_key(ex.photo), ex.model, ex.trace.caption, ex.step)
+        key = (photo_key(ex.photo), ex.model, ex.tokens, ex.step)
         maps = {m: e.maps[m] for m, e in found.items()}
         return found, self._once(self._deletions, key, lambda: deletion(self.pipe(ex), maps, steps=[ex.step]))
 
@@ -318,13 +328,12 @@ class Studio:
     def visual_dependence(self, ex: Exploration) -> np.ndarray | None:
         """Each word's log p(word | photo) - log p(word | the photo blurred away), for the shown
         caption (one extra run of the pipeline); None for models that do not read our encoder."""
-        caption = ex.trace.caption
-        if caption not in ex.dependence:
+        if ex.tokens not in ex.dependence:
             if self.methods(ex.model) == ("attention",):
                 return None
-            key = (photo_key(ex.photo), ex.model, caption)
-            ex.dependence[caption] = self._once(self._dependences, key, lambda: visual_dependence(self.pipe(ex)))
-        return ex.dependence[caption]
+            key = (photo_key(ex.photo), ex.model, ex.tokens)
+            ex.dependence[ex.tokens] = self._once(self._dependences, key, lambda: visual_dependence(self.pipe(ex)))
+        return ex.dependence[ex.tokens]
 
     def compare_methods(self, ex: Exploration, columns: int = 3) -> list[AttentionTrace]:
         """Compare's "methods" mode: the Exploration's caption drawn with each method's maps (the
@@ -464,8 +473,8 @@ def trace_json(ex: Exploration) -> dict:
     under each step's "explain" and the method the views show under "shown"."""
     obj = ex.trace.to_json()
     obj["shown"] = ex.method
-    for (method, caption), found in ex.explained.items():
-        if caption == ex.trace.caption:
+    for (method, tokens), found in ex.explained.items():
+        if tokens == ex.tokens:
             for step, grid in zip(obj["steps"], found.maps[method]):
                 step.setdefault("explain", {})[method] = np.round(grid, 6).tolist()
     return obj
@@ -509,16 +518,19 @@ def figure(ex: Exploration, traces: list[AttentionTrace], style: Style) -> np.nd
 
 
 def caption_tokens(ex: Exploration) -> list[tuple[str, str | None]]:
-    """HighlightedText value: every emitted word (with its trailing space), the selected one marked,
-    and, once measured, the words the photo barely mattered to: "guessed", or "said, not seen" for
-    a word naming an object."""
+    """HighlightedText value: every step's token (a word's tokens side by side), the selected one
+    marked, and, once measured, the words the photo barely mattered to: "guessed", or "said, not
+    seen" for a word naming an object (every token of the word; measured at its first token)."""
+    trace = ex.trace
     n_forced = len(ex.prefixes[-1]) if ex.prefixes else 0
-    seen = ex.dependence.get(ex.trace.caption)
+    seen = ex.dependence.get(ex.tokens)
     out = []
-    for t, (s, shown) in enumerate(zip(ex.trace.steps, shown_tokens(ex.trace))):
+    for t, shown in enumerate(shown_tokens(trace)):
+        word = trace.word_at(t)
         label = "selected" if t == ex.step else ("branched" if t < n_forced else None)
-        if label is None and seen is not None and t < len(seen) and seen[t] < SEEN and s.word != "<end>":
-            label = "said, not seen" if word_class(s.word) else "guessed"
+        if label is None and seen is not None and word.first < len(seen) and seen[word.first] < SEEN \
+                and word.text != "<end>":
+            label = "said, not seen" if word_class(word.text) else "guessed"
         out.append((shown, label))
     return out
 
@@ -531,6 +543,11 @@ def shown_tokens(trace: AttentionTrace) -> list[str]:
     pieces = [p if p.strip() else s.word for p, s in zip(trace.pieces, trace.steps)]   # "<end>" has no text
     nxt = trace.pieces[1:] + [" "]
     return [p.strip() + (" " if not n or n[0].isspace() or not n.strip() else "") for p, n in zip(pieces, nxt)]
+
+
+def first_steps(trace: AttentionTrace) -> list[int]:
+    """For each step, its word's first step: where a click on the word goes."""
+    return [trace.word_at(t).first for t in range(len(trace.steps))]
 
 
 def beam_choices(ex: Exploration) -> list[str]:

@@ -102,7 +102,7 @@ class Handlers:
         reply = self._step_reply(ex, 1, st, coverage=False)
         self.studio.prerender(ex, st)
         return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *reply,
-                P.view_urls_html(self.studio.view_paths(ex, st)))
+                P.view_urls_html(self.studio.view_paths(ex, st), S.first_steps(ex.trace)))
 
     def _trace_views(self, ex):
         return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
@@ -136,7 +136,7 @@ class Handlers:
         self.studio.prerender(ex, st).result()   # the page preloads the names it gets: they must exist
         choices = S.head_choices(ex.trace)
         methods = [METHOD_LABELS[m] for m in self.studio.methods(ex.model)]
-        return P.view_urls_html(self.studio.view_paths(ex, st)), gr.Dropdown(
+        return P.view_urls_html(self.studio.view_paths(ex, st), S.first_steps(ex.trace)), gr.Dropdown(
             choices=choices, value=st.head if st.head in choices else S.MEAN_HEADS), \
             self.studio.view(ex, st, ex.step, "coverage"), gr.Radio(choices=methods, value=METHOD_LABELS[ex.method]), \
             gr.Image(label=VIEW_LABELS[ex.method])
@@ -160,7 +160,7 @@ class Handlers:
         self.studio.prerender(ex, st).result()
         reply = list(self._step_reply(ex, t, st))
         reply[1] = gr.Image(value=reply[1], label=VIEW_LABELS[method])   # the view says which map it shows
-        return (*reply, P.view_urls_html(self.studio.view_paths(ex, st)), self.draw_strip(ex, *style),
+        return (*reply, P.view_urls_html(self.studio.view_paths(ex, st), S.first_steps(ex.trace)), self.draw_strip(ex, *style),
                 gr.Radio(value=st.scale))
 
     @friendly
@@ -191,6 +191,8 @@ class Handlers:
     def click_word(self, ex, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_,
                    evt: gr.SelectData):
         t = int(evt.index) if isinstance(evt.index, int) else int(evt.index[0])
+        if ex is not None and 0 <= t < ex.n_steps:
+            t = ex.trace.word_at(t).first      # a click on a word selects its first token
         return self.show_step(ex, t + 1, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_)
 
     @friendly
@@ -309,7 +311,7 @@ class Handlers:
         if mode == METHODS_MODE:
             progress(0.05, desc=f"{ex.model}: every method's maps of its caption")
             traces = self.studio.compare_methods(ex)
-            return traces, gr.Slider(minimum=1, maximum=max(2, len(traces[0].steps)), value=1)
+            return traces, gr.Slider(minimum=1, maximum=max(2, len(traces[0].word_spans)), value=1)
         names = list(names or [])
         if not 1 <= len(names) <= 3:
             raise gr.Error("Choose 1 to 3 models.")
@@ -317,7 +319,7 @@ class Handlers:
         if mode == "Same caption for all":
             same = self.studio.compare_caption(ex, names, text)
         traces = self.studio.compare(ex.photo, names, ex.settings, same)
-        longest = max(len(tr.steps) for tr in traces)
+        longest = max(len(tr.word_spans) for tr in traces)   # the slider counts words: models' tokens differ
         return traces, gr.Slider(minimum=1, maximum=max(2, longest), value=1)
 
     @friendly
@@ -334,7 +336,7 @@ class Handlers:
         st = _style(*style)
         views, texts = [], []
         for tr in traces:
-            k = min(int(t), len(tr.steps)) - 1
+            k = tr.word_spans[min(int(t), len(tr.word_spans)) - 1].first   # the same word: its first token
             one = S.Exploration(ex.photo, tr.model, ex.settings, [tr], step=k, display=ex.display)
             views.append(self.studio.view(one, st, k))
             texts.append(P.compare_line(tr, k))

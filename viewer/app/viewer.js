@@ -47,7 +47,7 @@ document.addEventListener('keydown', (e) => {
 (() => {
   // The names come with the caption, while the server is still drawing the views in word order:
   // fetch them one after another in that order (a view not drawn yet is asked again shortly).
-  const V = {key: null, urls: [], ready: new Set(), images: []};
+  const V = {key: null, urls: [], first: [], ready: new Set(), images: []};
   const fileUrl = (p) => (window.gradio_config?.root || location.origin) + '/gradio_api/file=' + p;
   const load = (key, i, tries) => {
     const u = V.urls[i];
@@ -65,6 +65,7 @@ document.addEventListener('keydown', (e) => {
     if (key === V.key) return;
     V.key = key; V.ready = new Set(); V.images = [];
     V.urls = key ? JSON.parse(key).map(fileUrl) : [];
+    V.first = el && el.dataset.first ? JSON.parse(el.dataset.first) : [];
     // the view the reply brought goes first: preloading starts once one of these views is on screen
     // (the caption's first word, or the word shown when Explain with brought new views), or after 1 s
     const begin = Date.now();
@@ -99,7 +100,8 @@ document.addEventListener('keydown', (e) => {
   document.addEventListener('click', (e) => {
     const token = e.target.closest?.('#caption .token');
     if (token) {
-      const t = [...document.querySelectorAll('#caption .token')].indexOf(token);
+      const i = [...document.querySelectorAll('#caption .token')].indexOf(token);
+      const t = V.first[i] ?? i;   // a click on a word selects its first token
       show(t);
       if (slider() && V.ready.has(V.urls[t])) slider().value = String(t + 1);
     }

@@ -23,6 +23,7 @@ from ..paths import MODEL_DIRS, OWN_CHECKPOINT_DIR
 from .vision import SPEC, SPEC_KEY, FeatureSource, VisionSpec
 
 HF_PREFIX = "hf:"             # --model hf:PATH: a local Hugging Face folder (models/hf.py)
+HUB_PREFIX = "hf-hub:"        # --model hf-hub:ORG/NAME[@REVISION]: the hub's copy, fetched only when asked so
 ENCODER_PREFIX = "encoder."   # an imported model's own grid encoder, stored next to its decoder
 
 FORMAT = "attention-viewer-checkpoint/1"
@@ -37,6 +38,8 @@ class CheckpointError(ValueError):
 
 class LoadedModel:
     """A decoder ready to run, with its vocabulary and metadata."""
+
+    image_encoder = None   # a model that brings its own photo encoder (hf: ViTs) sets it; the pipeline runs it
 
     def __init__(self, model: CaptionModel, vocab: Vocabulary, meta: dict, path: str = "",
                  encoder_tensors: dict[str, torch.Tensor] | None = None):
@@ -139,13 +142,17 @@ def update_meta(path: str, updates: dict) -> dict:
     return meta
 
 
+def is_hf(path: str) -> bool:
+    return path.startswith((HF_PREFIX, HUB_PREFIX))
+
+
 def read_meta(path: str) -> dict:
     """The checkpoint's metadata, validated; raises CheckpointError with a readable reason. For an
     `hf:` folder: what its config.json says (models/hf.folder_meta), no weights read."""
-    if path.startswith(HF_PREFIX):
+    if is_hf(path):
         from .models.hf import check_folder, folder_meta, folder_of
-        folder = folder_of(path)
-        return folder_meta(path, folder, check_folder(folder))
+        folder, name = folder_of(path)
+        return folder_meta(name, folder, check_folder(folder, path))
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
@@ -178,7 +185,7 @@ def read_meta(path: str) -> dict:
 
 
 def load(path: str, device: torch.device | str = "cpu") -> LoadedModel:
-    if path.startswith(HF_PREFIX):   # a local Hugging Face folder (models/hf.py)
+    if is_hf(path):   # a Hugging Face folder (models/hf.py)
         from .models.hf import load_folder
         return load_folder(path, device)
     meta = read_meta(path)
@@ -262,7 +269,7 @@ def resolve(name_or_path: str, folder: str | None = None) -> str:
     """A model name from checkpoints/ or a path to a checkpoint file, with or without its .safetensors
     (`import --out runs/x` writes runs/x.safetensors, which `--model runs/x` then finds); `hf:PATH`, a
     Hugging Face folder: `hf:NAME` of a folder in checkpoints/ (see `available`), else `hf:PATH` as it is."""
-    if name_or_path.startswith(HF_PREFIX):
+    if is_hf(name_or_path):
         return available(folder).get(name_or_path, name_or_path)
     if os.path.sep in name_or_path or name_or_path.endswith(".safetensors") or os.path.isfile(name_or_path):
         if not os.path.isfile(name_or_path) and os.path.isfile(name_or_path + ".safetensors"):

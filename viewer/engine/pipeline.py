@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -19,6 +20,7 @@ from .decoding import DecodeSettings, decode
 from .device import pick_device
 from .images import AttendsTo, Photo
 from .trace import AttentionTrace, build_trace
+from .vocab import tokenize
 from .vision import FeatureSource, ImageFeatures, VisionStack, model_inputs
 from .vision.carried import CarriedEncoder
 from .vision.precomputed import FeatureFiles, FeaturesNotFound
@@ -35,6 +37,7 @@ class Captioner:
         self._vision: VisionStack | None = None
         self._carried: dict[str, CarriedEncoder] = {}
         self._models: dict[str, checkpoints.LoadedModel] = {}
+        self._loading: dict[str, threading.Lock] = {}   # paths being loaded (`model`)
         self._features: OrderedDict[str, ImageFeatures] = OrderedDict()
         self.max_cached_photos = max_cached_photos
         self._lock = threading.RLock()   # the app calls in from several worker threads
@@ -46,11 +49,23 @@ class Captioner:
         return self._vision
 
     def model(self, name_or_path: str) -> checkpoints.LoadedModel:
+        """The loaded model, loaded once; OUTSIDE the shared lock (a large model takes seconds to load,
+        and other sessions' captions must not wait for it): callers asking for the same model wait
+        for the first load instead of starting their own."""
         path = checkpoints.resolve(name_or_path, self.checkpoint_dir)
         with self._lock:
-            if path not in self._models:
-                self._models[path] = checkpoints.load(path, self.device)
-            return self._models[path]
+            if path in self._models:
+                return self._models[path]
+            gate = self._loading.setdefault(path, threading.Lock())
+        with gate:
+            with self._lock:
+                if path in self._models:
+                    return self._models[path]
+            loaded = checkpoints.load(path, self.device)
+            with self._lock:
+                self._models[path] = loaded
+                self._loading.pop(path, None)
+            return loaded
 
     def features(self, photos: list[Photo], with_regions: bool = True) -> list[ImageFeatures]:
         """Features for each photo, computing the missing ones in one batch; LRU-bounded cache.
@@ -86,7 +101,7 @@ class Captioner:
         if source == FeatureSource.CARRIED:
             with self._lock:
                 if lm.path not in self._carried:
-                    self._carried[lm.path] = getattr(lm, "image_encoder", None) or \
+                    self._carried[lm.path] = lm.image_encoder or \
                         CarriedEncoder(lm.vision_spec, lm.encoder_tensors, self.device)   # hf: models bring theirs
                 encoder = self._carried[lm.path]
                 return self._cached(photos, f"{lm.path}:",   # per model: same-spec encoders differ in weights
@@ -114,11 +129,11 @@ class Captioner:
         return item
 
     def caption(self, photos: list[Photo], model: str, settings: DecodeSettings | None = None,
-                prefixes: list[list[str]] | None = None, hidden: list[list[int]] | None = None,
+                prefixes: list[list[int]] | None = None, hidden: list[list[int]] | None = None,
                 steer: tuple[int, list[np.ndarray]] | None = None) -> list[list[AttentionTrace]]:
         """Decode every photo; per photo the traces best first (several for beam search).
 
-        `prefixes` (words) force the start of each caption: branching from a chosen word.
+        `prefixes` (token ids) force the start of each caption: branching from a chosen token.
         `hidden` (per photo, cell or region indices) are masked out of the model's view: occlusion.
         `steer` = (step t, per photo a map over its cells or regions summing to 1): at word t the
         model attends there instead of where it would look (viewer/steer.py); that step is marked.
@@ -131,33 +146,42 @@ class Captioner:
             mask[i, list(idx)] = False
         if not bool(mask.any(1).all()):
             raise ValueError("everything the model could look at is hidden")
-        ids = None if prefixes is None else [[lm.vocab.index.get(w, lm.vocab.unk) for w in p] for p in prefixes]
         if steer is not None:
             sizes = [len(f.regions) if lm.attends_to == AttendsTo.REGIONS else x.shape[1] for f in feats]
             steer = (steer[0], _steer_maps(steer[1], sizes, x.shape[1]))
-        hyps = decode(lm.model, x, mask, settings, lm.vocab, ids, steer)
+        hyps = decode(lm.model, x, mask, settings, lm.vocab, prefixes, steer)
         traces = [[build_trace(h, lm.vocab, lm.name, lm.attends_to, p.width, p.height, p.name, f.regions)
                    for h in hs] for hs, p, f in zip(hyps, photos, feats)]
-        if hasattr(lm.vocab, "text"):   # hf: sub-word tokens; the caption is their text
-            for trace in (tr for hs in traces for tr in hs):
-                trace.text = lm.vocab.text([s.token for s in trace.steps])
-                trace.pieces = lm.vocab.pieces([s.token for s in trace.steps])
         if steer is not None:   # (a beam that ended before step t was never steered)
             for trace in (tr for hs in traces for tr in hs if steer[0] < len(tr.steps)):
                 trace.steps[steer[0]].steered = True
         return traces
 
-    def forced_words(self, model: str, caption: str) -> list[str]:
-        """A caption as the words forced decoding emits: the model's tokens (<unk> for unknown) + <end>."""
+    def forced_ids(self, model: str, caption: str) -> list[int]:
+        """Caption text as the token ids forced decoding emits, <end> last (the one place text is tokenised)."""
         vocab = self.model(model).vocab
-        return vocab.decode(vocab.encode(caption)) + ["<end>"]
+        return vocab.encode(caption) + [vocab.end]
 
-    def force(self, photos: list[Photo], model: str, captions: list[str], seed: int = 0,
+    def force(self, photos: list[Photo], model: str, captions: list[str | list[int]], seed: int = 0,
               hidden: list[list[int]] | None = None) -> list[AttentionTrace]:
-        """Score given captions with teacher forcing; the attention each model gives those exact words."""
-        prefixes = [self.forced_words(model, c) for c in captions]
+        """Score given captions with teacher forcing; the attention each model gives those exact words.
+        A caption is text, or token ids ending with <end> (a trace's own `token_ids`: forced as they are)."""
+        ids = [c if not isinstance(c, str) else self.forced_ids(model, c) for c in captions]
         settings = DecodeSettings(strategy="forced", seed=seed)
-        return [hs[0] for hs in self.caption(photos, model, settings, prefixes, hidden)]
+        traces = [hs[0] for hs in self.caption(photos, model, settings, ids, hidden)]
+        for trace, c in zip(traces, captions):
+            if isinstance(c, str):
+                typed_words(trace, c)
+        return traces
+
+
+def typed_words(trace: AttentionTrace, caption: str) -> None:
+    """A whole-word model forced through typed text: a word its vocabulary lacks (<unk>) keeps its
+    typed text in the word layer, so boxes and grounding still find it (and know it is unknown)."""
+    typed = tokenize(caption)
+    if trace.text is None and len(typed) == sum(w.text != "<end>" for w in trace.word_spans):
+        trace.word_spans = [w if w.known or i >= len(typed) else replace(w, text=typed[i])
+                            for i, w in enumerate(trace.word_spans)]
 
 
 def _steer_maps(maps: list[np.ndarray], sizes: list[int], k: int) -> torch.Tensor:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .images import AttendsTo, GRID, grid_side, to_pixels
-
+from .words import WORD_MAP, Word, first_step_words, split_words, step_index
 
 
 def entropy(attention: np.ndarray) -> float:
@@ -32,6 +32,7 @@ class TraceStep:
     heads: np.ndarray | None = None         # (layers, heads, K) multi-head models; `attention` is their stated summary
     steered: bool = False                   # the model was made to attend `attention` here (steering)
     outside: float | None = None            # weight outside the map, before `attention` was renormalised (a ViT's class token)
+    alternative_ids: list[int] = field(default_factory=list)   # the token id of each alternative (branching)
 
     @property
     def entropy(self) -> float:
@@ -58,17 +59,38 @@ class AttentionTrace:
     region_scores: np.ndarray | None = None
     text: str | None = None                  # sub-word models (hf:): the caption as the tokenizer spells it
     pieces: list[str] | None = None          # ... and each step's share of it (" cup", "cake": one word, two steps)
+    word_spans: list[Word] | None = None     # the word layer (words.py); default: every step is a word
 
     def __post_init__(self):
         self.attends_to = AttendsTo(self.attends_to)   # refuses anything but "grid" / "regions"
+        if self.word_spans is None:
+            tokens = [s.word for s in self.steps]
+            self.word_spans = split_words(tokens, tokens, None, [w in ("<end>", "<start>") for w in tokens],
+                                          [w == "<unk>" for w in tokens])
+        self._word_of = step_index(self.word_spans, len(self.steps))
 
     @property
     def words(self) -> list[str]:
-        return [s.word for s in self.steps if s.word != "<end>"]
+        """The caption's words as text (<end> left out): what grounding, boxes and the app read."""
+        return [w.text for w in self.word_spans if w.text != "<end>"]
+
+    @property
+    def token_ids(self) -> list[int]:
+        """The steps' token ids: what forcing the same caption again takes (nothing re-tokenises text)."""
+        return [s.token for s in self.steps]
+
+    def word_at(self, t: int) -> Word:
+        """The word step t belongs to."""
+        return self.word_spans[self._word_of[t]]
+
+    def step_words(self) -> list[str]:
+        """Per step, its word's text at the word's first step, "" at the others (words.first_step_words)."""
+        return first_step_words(self.word_spans, len(self.steps))
 
     @property
     def caption(self) -> str:
-        return self.text if self.text is not None else " ".join(self.words)
+        """What the model's tokens spell (a forced word the vocabulary lacks reads <unk>)."""
+        return self.text if self.text is not None else " ".join(s.word for s in self.steps if s.word != "<end>")
 
     @property
     def grid_side(self) -> int:
@@ -89,8 +111,10 @@ class AttentionTrace:
     def to_json(self) -> dict:
         steps = []
         for s in self.steps:
-            item = {"word": s.word, "logprob": round(s.logprob, 6),
-                    "alternatives": [{"word": w, "prob": round(p, 6)} for w, p in s.alternatives]}
+            item = {"word": s.word, "id": s.token, "word_index": self._word_of[len(steps)],
+                    "logprob": round(s.logprob, 6),
+                    "alternatives": [{"word": w, "prob": round(p, 6), **({"id": i} if i is not None else {})}
+                                     for (w, p), i in zip(s.alternatives, _padded(s.alternative_ids, s.alternatives))]}
             if self.attends_to == AttendsTo.GRID:
                 item["grid"] = np.round(s.attention.reshape(self.grid_side, self.grid_side), 6).tolist()
             else:
@@ -103,7 +127,7 @@ class AttentionTrace:
             if s.sample is not None:
                 item["sample"] = list(divmod(s.sample, self.grid_side))
             if s.heads is not None:
-                item["heads"] = np.round(s.heads.reshape(*s.heads.shape[:2], self.grid_side, self.grid_side), 6).tolist()
+                item["heads"] = np.round(s.heads.astype(np.float32).reshape(*s.heads.shape[:2], self.grid_side, self.grid_side), 6).tolist()
             if s.steered:
                 item["steered"] = True
             if s.outside is not None:
@@ -113,7 +137,9 @@ class AttentionTrace:
             steps.append(item)
         out = {"image": self.image, "width": self.width, "height": self.height, "model": self.model,
                "attends_to": self.attends_to, "caption": self.caption, "score": round(self.score, 6),
-               "finished": self.finished, "steps": steps}
+               "finished": self.finished, "steps": steps,
+               "words": [{"text": w.text, "first": w.first, "last": w.last, **({} if w.known else {"known": False})}
+                         for w in self.word_spans], "word_map": WORD_MAP}
         if self.text is not None:   # steps are sub-word tokens; the caption is their text
             out["subword"] = True
         if self.steps and self.steps[0].heads is not None:   # which map "grid" is, of every layer's and head's
@@ -137,14 +163,21 @@ class AttentionTrace:
             sample, heads = s.get("sample"), s.get("heads")
             if heads is not None:
                 heads = np.asarray(heads, dtype=np.float32).reshape(len(heads), len(heads[0]), -1)
-            steps.append(TraceStep(s["word"], -1, s["logprob"], att,
-                                   [(a["word"], a["prob"]) for a in s.get("alternatives", [])],
+            alts = s.get("alternatives", [])
+            steps.append(TraceStep(s["word"], s.get("id", -1), s["logprob"], att, [(a["word"], a["prob"]) for a in alts],
                                    s.get("beta"), None if sample is None else sample[0] * len(s["grid"]) + sample[1],
-                                   heads, s.get("steered", False), s.get("class_token")))
+                                   heads, s.get("steered", False), s.get("class_token"),
+                                   [a["id"] for a in alts] if alts and all("id" in a for a in alts) else []))
+        words = [Word(w["text"], w["first"], w["last"], w.get("known", True)) for w in obj["words"]] \
+            if "words" in obj else None
         return cls(obj["model"], obj.get("attends_to", AttendsTo.GRID if boxes is None else AttendsTo.REGIONS), steps,
                    obj["width"], obj["height"], obj.get("image", ""), obj.get("score", 0.0),
                    obj.get("finished", True), boxes, labels, scores, obj["caption"] if obj.get("subword") else None,
-                   pieces)
+                   pieces, words)
+
+
+def _padded(ids: list[int], alternatives: list) -> list[int | None]:
+    return list(ids) if len(ids) == len(alternatives) else [None] * len(alternatives)
 
 
 def build_trace(hyp, vocab, model_name: str, attends_to: AttendsTo, width: int, height: int, image: str = "",
@@ -155,13 +188,17 @@ def build_trace(hyp, vocab, model_name: str, attends_to: AttendsTo, width: int, 
         att = hyp.attention[t].double().numpy()
         k = len(regions) if regions is not None and attends_to == AttendsTo.REGIONS else att.shape[0]
         att = att[:k] / att[:k].sum()
-        alts = [(vocab.words[i], math.exp(lp)) for i, lp in zip(hyp.top_ids[t].tolist(), hyp.top_logprobs[t].tolist())]
+        top = hyp.top_ids[t].tolist()
+        alts = [(vocab.display(i), math.exp(lp)) for i, lp in zip(top, hyp.top_logprobs[t].tolist())]
         steps.append(TraceStep(vocab.words[token], token, float(hyp.logprobs[t]), att.astype(np.float32), alts,
                                None if hyp.beta is None else float(hyp.beta[t]),
                                None if hyp.sample is None else int(hyp.sample[t]),
-                               None if hyp.heads is None else hyp.heads[t].float().numpy(),
-                               outside=None if hyp.outside is None else float(hyp.outside[t])))
+                               None if hyp.heads is None else hyp.heads[t].half().numpy(),
+                               outside=None if hyp.outside is None else float(hyp.outside[t]), alternative_ids=top))
     kw = {}
     if attends_to == AttendsTo.REGIONS and regions is not None:
         kw = {"region_boxes": regions.boxes, "region_labels": list(regions.labels), "region_scores": regions.scores}
-    return AttentionTrace(model_name, attends_to, steps, width, height, image, hyp.score, hyp.finished, **kw)
+    if vocab.subword:   # sub-word tokens: the caption is their text, each step its share of it
+        kw.update(text=vocab.text(hyp.tokens), pieces=vocab.pieces(hyp.tokens))
+    return AttentionTrace(model_name, attends_to, steps, width, height, image, hyp.score, hyp.finished,
+                          word_spans=vocab.word_spans(hyp.tokens), **kw)

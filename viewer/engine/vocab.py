@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from .words import Word, split_words
+
 PAD, START, END, UNK = "<pad>", "<start>", "<end>", "<unk>"
 SPECIALS = [PAD, START, END, UNK]
 _WORD = re.compile(r"[a-z0-9]+")
@@ -15,6 +17,10 @@ def tokenize(text: str) -> list[str]:
 
 
 class Vocabulary:
+    """Whole words: a token is a word (`word_spans` gives one word per step)."""
+
+    subword = False
+
     def __init__(self, words: list[str]):
         if words[: len(SPECIALS)] != SPECIALS:
             raise ValueError(f"a vocabulary must start with {SPECIALS}")
@@ -39,3 +45,17 @@ class Vocabulary:
 
     def decode(self, ids) -> list[str]:
         return [self.words[i] for i in ids]
+
+    def text(self, ids) -> str:
+        """The caption the tokens spell (specials left out)."""
+        return " ".join(self.words[i] for i in ids if i not in (self.end, self.start, self.pad))
+
+    def display(self, token: int) -> str:
+        """A token as a person reads it (a next-word choice, a branch)."""
+        return self.words[token]
+
+    def word_spans(self, ids) -> list[Word]:
+        """The words of a token sequence (words.py): here one per token."""
+        tokens = self.decode(ids)
+        return split_words(tokens, tokens, None, [i in (self.end, self.start, self.pad) for i in ids],
+                           [i == self.unk for i in ids])

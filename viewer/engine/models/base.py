@@ -115,6 +115,21 @@ class CaptionModel(nn.Module):
     # (copying (beams, K, D) features every step was most of a beam search's time).
     image_state: tuple[str, ...] = ("mask",)
     label_smoothing = 0.0
+    # What the analysis may rely on, declared (never probed by attribute name):
+    relevancy = False          # Chefer et al.'s relevancy rules apply (attention layers over the cells themselves)
+    feature_width: int | None = None   # the leading width of a feature row that is the photo's own map (Grad-CAM's
+                                       # A); None: the whole row (hf: rows also pack the class token)
+
+    def cascade(self) -> list[tuple[str, "nn.Module | nn.Parameter"]]:
+        """The decoder's parts in data-flow order from the OUTPUT back to the input, for the cascading
+        randomisation check (Adebayo et al. 2018). A weight shared by two parts (a tied embedding)
+        belongs to the first, nearest the output, and its name says so."""
+        raise NotImplementedError(f"{type(self).__name__} declares no cascade")
+
+    def soft_expectation(self, state: State) -> State:
+        """The state with stochastic attention replaced by its expectation (sat-hard: the context is
+        sum_i alpha_i a_i, no drawn cell), so explanations are smooth; a model without it: unchanged."""
+        return state
 
     def init_state(self, feats: torch.Tensor, mask: torch.Tensor, seed: torch.Tensor | None = None) -> State:
         raise NotImplementedError
@@ -138,17 +153,19 @@ class CaptionModel(nn.Module):
         logs = {"xe": xe.item()}
         return xe + supervision(steps, targets, logs), logs
 
-    def teacher_forced(self, feats, mask, tokens, image_index) -> tuple[torch.Tensor, list[Step]]:
+    def teacher_forced(self, feats, mask, tokens, image_index, soft: bool = False) -> tuple[torch.Tensor, list[Step]]:
         """Run the decoder on ground-truth captions.
 
         tokens (N, T) start with <start>, end with <end>, then padding (id 0); `image_index` maps
         caption rows to images, so per-image work in `init_state` is done once per image, not
-        once per caption. All rows run every step (padding is masked in the loss): slicing
+        once per caption; `soft`: stochastic attention as its expectation (`soft_expectation`). All rows run every step (padding is masked in the loss): slicing
         finished rows away each step costs more on a CPU than it saves, because every slice of
         the attention memory becomes a full-size gradient buffer in backward.
         Returns logits (T-1, N, V) and the per-step outputs.
         """
         state = reorder(self.init_state(feats, mask), image_index)
+        if soft:
+            state = self.soft_expectation(state)
         steps = []
         for t in range(tokens.shape[1] - 1):
             step, state = self.forward_step(state, tokens[:, t])

@@ -1,14 +1,20 @@
-"""A local Hugging Face captioning model behind our step interface: `--model hf:PATH`.
+"""A Hugging Face captioning model behind our step interface: `--model hf:PATH` (a local folder) or
+`--model hf-hub:ORG/NAME[@REVISION]` (fetched from the hub, only when asked in this form).
 
-PATH is a folder as `save_pretrained` writes it: config.json, the weights as *.safetensors,
-the tokenizer and preprocessor_config.json. Supported: `VisionEncoderDecoderModel` with a ViT or
-DeiT encoder and a GPT-2 or BERT decoder (cross-attention), and `BlipForConditionalGeneration`
-(its ViT and its BERT-style text decoder); any other architecture is refused by name.
+PATH is a folder as `save_pretrained` writes it or as the hub has it: config.json; the weights as
+model.safetensors, pytorch_model.bin, or a sharded index of either; the tokenizer as
+tokenizer.json (with or without tokenizer_config.json), GPT-2's vocab.json + merges.txt, or
+WordPiece's vocab.txt; the image processor as preprocessor_config.json or nested in a processor's
+processor_config.json. Supported: `VisionEncoderDecoderModel` with a ViT or DeiT encoder and a GPT-2
+or BERT decoder (cross-attention), and `BlipForConditionalGeneration` (its ViT and its BERT-style
+text decoder); any other architecture is refused by name.
 
-Safe by default: the folder is checked before transformers reads it; weights are read only from
-safetensors (`use_safetensors=True`; a folder with only a pickled pytorch_model.bin is refused
-before anything opens it), remote code is never trusted, nothing is downloaded but what a hub id
-("org/name", when no such local path exists) names, and of it only safetensors, JSON and text files.
+Safe by default: the folder is checked before transformers reads it, and every problem is one
+CheckpointError naming the file (a malformed config, a missing file, corrupt safetensors, weights
+of another shape, relative position attention). A pickle (pytorch_model.bin) is read with
+`torch.load(weights_only=True)`, which builds tensors and plain containers only: a file that needs
+anything else is refused and nothing in it runs. Remote code is never trusted; nothing touches the
+network unless `hf-hub:` asks, and of the hub's files only safetensors, JSON and text ones come.
 
 How it runs: the ViT (vision/hf.py) turns a photo into its special and patch tokens, once per
 photo (the pipeline caches them like any carried encoder's features). The decoder then runs
@@ -40,6 +46,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 
 import torch
@@ -48,17 +55,22 @@ import torch.nn.functional as F
 from ..checkpoints import CheckpointError, LoadedModel
 from ..images import AttendsTo
 from ..vision.spec import FeatureSource, VisionSpec
+from ..words import Word, marker_of, split_words, starts_word
 from .base import CaptionModel, State, Step
 
-PREFIX = "hf:"
+PREFIX = "hf:"           # hf:PATH, a local folder (never a network request)
+HUB_PREFIX = "hf-hub:"   # hf-hub:ORG/NAME[@REVISION]: fetched from the Hugging Face hub, only when asked this way
 INSTALL = "pip install .[hf]"
 SUPPORTED = {("vision-encoder-decoder", enc, dec): f"VisionEncoderDecoderModel ({enc_name} + {dec_name})"
              for enc, enc_name in (("vit", "ViT"), ("deit", "DeiT")) for dec, dec_name in (("gpt2", "GPT-2"), ("bert", "BERT"))}
 SUPPORTED[("blip", "BlipForConditionalGeneration")] = "BlipForConditionalGeneration"
 SPECIAL_TOKENS = {"deit": 2}   # tokens before the patches: ViT's class token (1), DeiT's class + distillation (2)
-TOKENIZER_FILES = ("tokenizer.json", "vocab.json")
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")   # "Salesforce/blip-image-captioning-base"
-HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model"]   # what a model needs; never a pickle   # one of them (fast tokenizer, or GPT-2's vocab + merges)
+IMAGE_SIZE = {"blip": 384}     # the config classes' defaults, which a saved config.json leaves out (ViT, DeiT: 224)
+HUB_ID = re.compile(r"([A-Za-z0-9][\w.-]*/[\w.-]+)(?:@([\w./-]+))?")   # "Salesforce/blip-image-captioning-base@main"
+HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model"]   # what a model needs; never a pickle
+PICKLES = (".bin", ".pt", ".pth", ".ckpt")
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")   # as written today: flat, or nested in a processor's
+TOKENIZER_LAYOUTS = (("tokenizer.json",), ("vocab.json", "merges.txt"), ("vocab.txt",))   # fast; GPT-2's BPE; WordPiece
 
 
 def require_transformers():
@@ -71,41 +83,74 @@ def require_transformers():
 
 # ---------------------------------------------------------------- the folder, checked before anything reads it
 
-def check_folder(path: str) -> dict:
-    """The folder's config.json after checking every file a model needs is there; CheckpointError
-    naming the first missing file, a pickle-only folder or an unsupported architecture."""
+def _json(path: str, label: str, name: str) -> dict:
+    """A JSON object file of the folder, or CheckpointError naming the file and what is wrong."""
+    try:
+        with open(os.path.join(path, name), encoding="utf-8") as f:
+            obj = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise CheckpointError(f"{label}: {name} is not readable JSON ({err})") from None
+    if not isinstance(obj, dict):
+        raise CheckpointError(f"{label}: {name} holds a {type(obj).__name__}, not a JSON object")
+    return obj
+
+
+def weight_files(path: str, label: str, files: set[str]) -> tuple[str, list[str]]:
+    """("safetensors" | "pickle", the weight files): safetensors (one, or the shards an index names),
+    else a PyTorch pickle (pytorch_model.bin or its shards), read later with weights_only."""
+    for kind, single, index in (("safetensors", "model.safetensors", "model.safetensors.index.json"),
+                                ("pickle", "pytorch_model.bin", "pytorch_model.bin.index.json")):
+        if single in files:
+            return kind, [single]
+        if index in files:
+            weight_map = _json(path, label, index).get("weight_map")
+            if not isinstance(weight_map, dict) or not weight_map:
+                raise CheckpointError(f"{label}: {index} has no weight_map")
+            shards = sorted({str(v) for v in weight_map.values()})
+            missing = [f for f in shards if f not in files]
+            if missing:
+                raise CheckpointError(f"{label}: missing {missing[0]} (named by {index})")
+            return kind, shards
+    others = sorted(f for f in files if f.endswith((".safetensors", *PICKLES)))
+    if others:
+        raise CheckpointError(f"{label}: weights named {others[0]}; expected model.safetensors, pytorch_model.bin "
+                              "or a sharded index of either")
+    raise CheckpointError(f"{label}: missing model.safetensors (or pytorch_model.bin)")
+
+
+def check_folder(path: str, label: str | None = None) -> dict:
+    """The folder's config.json after checking every file a model needs is there and its config is
+    one we run; CheckpointError naming the first missing or malformed file or unsupported architecture."""
+    label = label or PREFIX + path
     if not os.path.isdir(path):
-        raise CheckpointError(f"{PREFIX}{path}: no such folder")
+        raise CheckpointError(f"{label}: no such folder" + (
+            f" (to fetch it from the Hugging Face hub, ask for {HUB_PREFIX}{path})" if HUB_ID.fullmatch(path) else ""))
     files = set(os.listdir(path))
     if "config.json" not in files:
-        raise CheckpointError(f"{PREFIX}{path}: missing config.json")
-    if not any(f.endswith(".safetensors") for f in files):
-        pickles = sorted(f for f in files if f.endswith((".bin", ".pt", ".pth", ".ckpt")))
-        if pickles:
-            raise CheckpointError(f"{PREFIX}{path}: weights only as a pickle ({pickles[0]}); this viewer reads "
-                                  "weights only from safetensors (convert with save_pretrained(safe_serialization=True))")
-        raise CheckpointError(f"{PREFIX}{path}: missing model.safetensors")
-    if "model.safetensors.index.json" in files:
-        with open(os.path.join(path, "model.safetensors.index.json")) as f:
-            shards = sorted(set(json.load(f).get("weight_map", {}).values()))
-        for shard in shards:
-            if shard not in files:
-                raise CheckpointError(f"{PREFIX}{path}: missing {shard}")
-    if "preprocessor_config.json" not in files:
-        raise CheckpointError(f"{PREFIX}{path}: missing preprocessor_config.json")
-    if not files & set(TOKENIZER_FILES):
-        raise CheckpointError(f"{PREFIX}{path}: missing tokenizer.json (or vocab.json + merges.txt)")
-    if "vocab.json" in files and "tokenizer.json" not in files and "merges.txt" not in files:
-        raise CheckpointError(f"{PREFIX}{path}: missing merges.txt")
-    try:
-        with open(os.path.join(path, "config.json")) as f:
-            config = json.load(f)
-    except (OSError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{PREFIX}{path}: config.json is not readable JSON ({err})") from None
+        raise CheckpointError(f"{label}: missing config.json")
+    config = _json(path, label, "config.json")
+    parts = {"vision-encoder-decoder": ("encoder", "decoder"), "blip": ("vision_config", "text_config")}
+    for part in parts.get(config.get("model_type"), ()):
+        if not isinstance(config.get(part), dict):
+            raise CheckpointError(f"{label}: config.json has no {part} object")
     kind = architecture(config)
     if kind not in SUPPORTED:
         known = "; ".join(SUPPORTED.values())
-        raise CheckpointError(f"{PREFIX}{path}: architecture {describe(config, kind)} is not supported; supported: {known}")
+        raise CheckpointError(f"{label}: architecture {describe(config, kind)} is not supported; supported: {known}")
+    text = text_config(config)
+    for key in ("vocab_size", "hidden_size" if kind[-1] != "gpt2" else "n_embd"):
+        if key in text and not (isinstance(text[key], int) and text[key] > 0):
+            raise CheckpointError(f"{label}: config.json's {key} is {text[key]!r}, not a positive integer")
+    if text.get("position_embedding_type", "absolute") != "absolute":
+        raise CheckpointError(f"{label}: the decoder's position_embedding_type is {text['position_embedding_type']!r}; "
+                              "only absolute positions are supported (BERT's relative attention is not)")
+    weight_files(path, label, files)
+    if not files & set(PROCESSOR_FILES):
+        raise CheckpointError(f"{label}: missing preprocessor_config.json (or a processor_config.json)")
+    if not any(all(f in files for f in layout) for layout in TOKENIZER_LAYOUTS):
+        if "vocab.json" in files:
+            raise CheckpointError(f"{label}: missing merges.txt (beside vocab.json)")
+        raise CheckpointError(f"{label}: missing tokenizer.json (or vocab.json + merges.txt, or vocab.txt)")
     return config
 
 
@@ -113,13 +158,16 @@ def architecture(config: dict) -> tuple[str, ...]:
     """What config.json says the model is: (model_type, encoder type, decoder type) for a
     VisionEncoderDecoderModel, else (model_type, its first architecture)."""
     if config.get("model_type") == "vision-encoder-decoder":
-        return ("vision-encoder-decoder", str((config.get("encoder") or {}).get("model_type")),
-                str((config.get("decoder") or {}).get("model_type")))
-    return (str(config.get("model_type")), str((config.get("architectures") or ["?"])[0]))
+        enc, dec = config.get("encoder"), config.get("decoder")
+        return ("vision-encoder-decoder", str(enc.get("model_type") if isinstance(enc, dict) else None),
+                str(dec.get("model_type") if isinstance(dec, dict) else None))
+    names = config.get("architectures")
+    return (str(config.get("model_type")), str(names[0] if isinstance(names, list) and names else "?"))
 
 
 def describe(config: dict, kind: tuple[str, ...]) -> str:
-    names = ", ".join(config.get("architectures") or []) or kind[0]
+    names = config.get("architectures")
+    names = ", ".join(map(str, names)) if isinstance(names, list) and names else kind[0]
     return f"{names} ({kind[1]} + {kind[2]})" if kind[0] == "vision-encoder-decoder" else names
 
 
@@ -127,35 +175,60 @@ def encoder_config(config: dict) -> dict:
     return config["vision_config"] if architecture(config)[0] == "blip" else config["encoder"]
 
 
-def folder_meta(spec: str, folder: str, config: dict) -> dict:
+def text_config(config: dict) -> dict:
+    return config["text_config"] if architecture(config)[0] == "blip" else config["decoder"]
+
+
+def patch_grid(kind: str, image_size, patch_size) -> int:
+    """Patches per side, from the encoder's image and patch size (the config class defaults where omitted)."""
+    image = image_size if image_size is not None else IMAGE_SIZE.get(kind, 224)
+    patch = patch_size if patch_size is not None else 16
+    if not (isinstance(image, int) and isinstance(patch, int) and 0 < patch <= image):
+        raise CheckpointError(f"image_size {image!r} and patch_size {patch!r} make no patch grid")
+    return image // patch
+
+
+def folder_meta(spec: str, folder: str, config: dict, side: int | None = None) -> dict:
     """The metadata a viewer checkpoint would carry, from config.json alone (nothing else is read):
-    `checkpoints.read_meta` gives it for `hf:` folders, `load_folder` for the loaded model."""
+    `checkpoints.read_meta` gives it for `hf:` folders, `load_folder` for the loaded model (with the
+    loaded config's patch grid `side`)."""
     enc = encoder_config(config)
-    text = config["text_config"] if architecture(config)[0] == "blip" else config["decoder"]
-    side = enc.get("image_size", 224) // enc.get("patch_size", 16)
+    kind = architecture(config)
+    if side is None:
+        try:
+            side = patch_grid(kind[0], enc.get("image_size"), enc.get("patch_size"))
+        except CheckpointError as err:
+            raise CheckpointError(f"{spec}: config.json's {err}") from None
     special = SPECIAL_TOKENS.get(enc.get("model_type"), 1)
     vision = VisionSpec(FeatureSource.CARRIED, {"type": "hf-" + str(enc.get("model_type", "vit")),
                                                  "folder": os.path.basename(os.path.abspath(folder)),
                                                  "grid": side, "dim": (1 + special) * enc.get("hidden_size", 768)})
-    return {"name": spec, "model_type": "hf:" + "+".join(architecture(config)[1:]), "hparams": {},
-            "vocab_size": text.get("vocab_size"), "vision_spec_key": vision.key, "vision_spec": vision.to_json(),
-            "hf_folder": os.path.abspath(folder)}
+    return {"name": spec, "model_type": "hf:" + "+".join(kind[1:]), "hparams": {},
+            "vocab_size": text_config(config).get("vocab_size"), "vision_spec_key": vision.key,
+            "vision_spec": vision.to_json(), "hf_folder": os.path.abspath(folder)}
 
 
-def folder_of(spec: str) -> str:
-    """`hf:PATH` -> the local folder: PATH itself, or for a hub id ("org/name", no such folder here)
-    the hub's copy, fetched once when the machine is online (safetensors, JSON and tokenizer files
-    only, never a pickle) and read from the hub's cache after that."""
-    path = spec[len(PREFIX):] if spec.startswith(PREFIX) else spec
-    if os.path.isdir(path) or not HUB_ID.fullmatch(path) or os.path.exists(path.split("/")[0]):
-        return path   # a local path (a mistyped one too: "runs/blip" never goes to the hub when runs/ is here)
+def folder_of(spec: str) -> tuple[str, str]:
+    """(the local folder, the model's name): `hf:PATH` is PATH and nothing else (a path that does not
+    exist is "no such folder", never a hub request); `hf-hub:ORG/NAME[@REVISION]` is the hub's copy at
+    that revision (default main), fetched once (safetensors, JSON and tokenizer files only, never a
+    pickle) and named with the commit it resolved to, which every trace then records."""
+    if spec.startswith(PREFIX):
+        return spec[len(PREFIX):], spec
+    if not spec.startswith(HUB_PREFIX):
+        raise CheckpointError(f"{spec}: not an hf: or {HUB_PREFIX} model")
+    found = HUB_ID.fullmatch(spec[len(HUB_PREFIX):])
+    if not found:
+        raise CheckpointError(f"{spec}: a hub model is {HUB_PREFIX}ORG/NAME or {HUB_PREFIX}ORG/NAME@REVISION")
+    repo, revision = found.group(1), found.group(2)
     try:
         from huggingface_hub import snapshot_download
-        return snapshot_download(path, allow_patterns=HUB_FILES)
+        folder = snapshot_download(repo, revision=revision, allow_patterns=HUB_FILES)
     except Exception as err:   # offline, no such repository, no access: one message says what to do
-        raise CheckpointError(f"{PREFIX}{path}: no such folder here, and the Hugging Face hub did not give it "
-                              f"({type(err).__name__}); on a machine with internet run `huggingface-cli download "
-                              f"{path} --local-dir FOLDER` and open hf:FOLDER") from None
+        raise CheckpointError(f"{spec}: the Hugging Face hub did not give it ({type(err).__name__}); on a machine "
+                              f"with internet run `huggingface-cli download {repo} --local-dir FOLDER` and open "
+                              f"hf:FOLDER") from None
+    return folder, f"{HUB_PREFIX}{repo}@{os.path.basename(os.path.normpath(folder))}"
 
 
 # ---------------------------------------------------------------- tokens
@@ -180,6 +253,9 @@ class HFVocab:
         self.index = {}
         for i, w in enumerate(self.words):
             self.index.setdefault(w, i)
+        self.marker = marker_of(self.words)   # 'Ġ' (byte-level BPE), '##' (WordPiece), '▁', or None
+
+    subword = True
 
     def __len__(self) -> int:
         return len(self.words)
@@ -196,6 +272,21 @@ class HFVocab:
         kept = [i for i in ids if i not in (self.end, self.start)]
         return self.tokenizer.decode(kept, skip_special_tokens=True,
                                      **({} if clean else {"clean_up_tokenization_spaces": False})).strip()
+
+    def display(self, token: int) -> str:
+        """A token as a person reads it: its own text, '-ic' for a piece that continues a word."""
+        if token in (self.end, self.start):
+            return self.words[token]
+        text = self.tokenizer.decode([token], clean_up_tokenization_spaces=False).strip()
+        if starts_word(self.words[token], self.marker):
+            return text
+        return "-" + (text[len(self.marker):] if self.marker and text.startswith(self.marker) else text)
+
+    def word_spans(self, ids) -> list[Word]:
+        """The words of a token sequence, grouped by the tokenizer's own markers (words.py)."""
+        specials = {self.end, self.start} | (set(self.tokenizer.all_special_ids) - {self.unk})
+        return split_words(self.decode(ids), self.pieces(ids), self.marker, [i in specials for i in ids],
+                           [i == self.unk and self.unk != self.end for i in ids])
 
     def pieces(self, ids) -> list[str]:
         """Each token's share of the text (decoded incrementally without the clean-up, which may
@@ -227,6 +318,7 @@ class HFDecoder(CaptionModel):
         self.hf = hf_model
         self.start_id, self.virtual_start = start_id, vocab_size
         self.enc_dim, self.n_layers, self.n_heads, self.special = enc_dim, n_layers, n_heads, special
+        self.feature_width = enc_dim   # a row is [patch token, special tokens]: Grad-CAM reads the patch part
         self.proj = getattr(hf_model, "enc_to_dec_proj", None)   # encoder width -> decoder width, where they differ
 
     @property
@@ -330,7 +422,11 @@ class HFGPT2(HFDecoder):
         """The decoder's parts from the output back to the input (explain.randomisation_check)."""
         blocks = [(f"h.{i}", self.gpt.h[i]) for i in reversed(range(self.n_layers))]
         first = [("enc_to_dec_proj", self.proj)] if self.proj is not None else []
-        return [("lm_head", self.decoder.lm_head), ("ln_f", self.gpt.ln_f), *blocks, ("wpe", self.gpt.wpe), *first]
+        tied = self.decoder.lm_head.weight is self.gpt.wte.weight
+        head = [("lm_head (tied to the word embedding wte)", self.decoder.lm_head)] if tied else \
+            [("lm_head", self.decoder.lm_head)]
+        embed = [] if tied else [("wte", self.gpt.wte)]
+        return [*head, ("ln_f", self.gpt.ln_f), *blocks, ("wpe", self.gpt.wpe), *embed, *first]
 
 
 class HFBert(HFDecoder):
@@ -368,7 +464,10 @@ class HFBert(HFDecoder):
         """The decoder's parts from the output back to the input (explain.randomisation_check)."""
         layers = [(f"layer.{i}", self.text.bert.encoder.layer[i]) for i in reversed(range(self.n_layers))]
         first = [("enc_to_dec_proj", self.proj)] if self.proj is not None else []
-        return [("cls", self.text.cls), *layers, ("embeddings", self.text.bert.embeddings), *first]
+        words = self.text.bert.embeddings.word_embeddings
+        tied = any(p is words.weight for p in self.text.cls.parameters())
+        return [("cls (tied to the word embedding)" if tied else "cls", self.text.cls), *layers,
+                ("embeddings", self.text.bert.embeddings), *first]
 
 
 # ---------------------------------------------------------------- loading
@@ -381,22 +480,108 @@ class HFLoadedModel(LoadedModel):
         self.image_encoder = image_encoder
 
 
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0][:200]}" if text else type(err).__name__
+
+
+def weight_shapes(path: str, label: str, kind: str, files: list[str]) -> tuple[dict[str, tuple], dict | None]:
+    """(name -> shape of every stored tensor, the tensors themselves for a pickle). Safetensors are
+    read by header; a pickle through `torch.load(weights_only=True)`, which unpickles tensors and
+    plain containers only: anything else (a payload) is refused by name, and its code never runs."""
+    shapes, tensors = {}, {} if kind == "pickle" else None
+    for name in files:
+        file = os.path.join(path, name)
+        if kind == "safetensors":
+            from safetensors import safe_open
+            try:
+                with safe_open(file, framework="pt") as f:
+                    shapes.update((k, tuple(f.get_slice(k).get_shape())) for k in f.keys())
+            except Exception as err:   # a bad header, a truncated file: safetensors says which
+                raise CheckpointError(f"{label}: {name} is not a readable safetensors file ({_first_line(err)})") from None
+            continue
+        try:
+            obj = torch.load(file, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as err:
+            raise CheckpointError(f"{label}: {name} needs more than tensors to load and was refused, nothing in it "
+                                  f"run ({_first_line(err)})") from None
+        except Exception as err:
+            raise CheckpointError(f"{label}: {name} is not a readable PyTorch weights file ({_first_line(err)})") from None
+        if not isinstance(obj, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items()):
+            raise CheckpointError(f"{label}: {name} is not a dictionary of named tensors")
+        tensors.update(obj)
+        shapes.update((k, tuple(v.shape)) for k, v in obj.items())
+    return shapes, tensors
+
+
+def check_shapes(model, shapes: dict[str, tuple], label: str) -> None:
+    """The stored tensors fit the model built from config.json (else the weights are another model's)."""
+    own = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    common = [k for k in shapes if k in own]
+    if not common:
+        raise CheckpointError(f"{label}: none of the stored weights' names is the model's (e.g. {next(iter(shapes), '?')})")
+    wrong = [k for k in common if shapes[k] != own[k]]
+    if wrong:
+        raise CheckpointError(f"{label}: weight {wrong[0]} has shape {list(shapes[wrong[0]])}, config.json makes it "
+                              f"{list(own[wrong[0]])}")
+
+
+def load_tokenizer(transformers, path: str, label: str):
+    """The folder's tokenizer in any layout transformers writes or the hub has: tokenizer_config.json
+    with its files, tokenizer.json alone, GPT-2's vocab.json + merges.txt, or WordPiece's vocab.txt."""
+    files = set(os.listdir(path))
+    kw = {"local_files_only": True, "trust_remote_code": False}
+    if "tokenizer_config.json" in files:
+        return transformers.AutoTokenizer.from_pretrained(path, **kw)
+    if "tokenizer.json" in files:
+        cls = transformers.PreTrainedTokenizerFast
+    elif {"vocab.json", "merges.txt"} <= files:
+        cls = transformers.GPT2TokenizerFast
+    else:
+        cls = transformers.BertTokenizerFast
+    return cls.from_pretrained(path, **kw)   # (each finds its own files; the constructors' names differ by version)
+
+
+def load_image_processor(transformers, path: str, label: str):
+    """preprocessor_config.json, or the image processor nested in a processor's processor_config.json
+    (as transformers 5 saves a BLIP processor)."""
+    if os.path.exists(os.path.join(path, "preprocessor_config.json")):
+        return transformers.AutoImageProcessor.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+    nested = _json(path, label, "processor_config.json").get("image_processor")
+    name = nested.get("image_processor_type") if isinstance(nested, dict) else None
+    cls = getattr(transformers, str(name), None) if isinstance(name, str) and name.endswith(("ImageProcessor", "ImageProcessorFast")) else None
+    if cls is None:
+        raise CheckpointError(f"{label}: processor_config.json names no image processor this transformers has ({name!r})")
+    return cls.from_dict({k: v for k, v in nested.items() if k != "image_processor_type"})
+
+
 def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementation: str | None = None) -> HFLoadedModel:
-    """`hf:PATH` -> a model ready for the pipeline; CheckpointError says what is wrong."""
-    path = folder_of(spec)
-    config = check_folder(path)                 # before transformers is imported or any file is read by it
+    """`hf:PATH` or `hf-hub:ORG/NAME[@REVISION]` -> a model ready for the pipeline; CheckpointError (one
+    line naming the file and what is wrong) for anything that cannot be run."""
+    path, name = folder_of(spec)
+    config = check_folder(path, spec)           # before transformers is imported or any file is read by it
+    kind = architecture(config)
+    weights, files = weight_files(path, spec, set(os.listdir(path)))
+    shapes, tensors = weight_shapes(path, spec, weights, files)
     transformers = require_transformers()
     from ..vision.hf import HFImageEncoder
-    kw = {"use_safetensors": True, "trust_remote_code": False, "local_files_only": True}
-    kind = architecture(config)
     blip = kind[0] == "blip"
     cls = transformers.BlipForConditionalGeneration if blip else transformers.VisionEncoderDecoderModel
+    attn = {"attn_implementation": attn_implementation} if attn_implementation else {}
     try:
-        model = cls.from_pretrained(path, **kw, **({"attn_implementation": attn_implementation} if attn_implementation else {}))
-        tokenizer = transformers.AutoTokenizer.from_pretrained(path, **kw)
-        processor = transformers.AutoImageProcessor.from_pretrained(path, **kw)
-    except (OSError, ValueError, KeyError) as err:
-        raise CheckpointError(f"{spec}: transformers could not load it ({err})") from None
+        cfg = cls.config_class.from_pretrained(path, local_files_only=True)
+        with torch.device("meta"):   # the model config.json makes, without memory: do the weights fit it?
+            check_shapes(cls(cfg), shapes, spec)
+        if tensors is None:
+            model = cls.from_pretrained(path, use_safetensors=True, trust_remote_code=False, local_files_only=True, **attn)
+        else:   # the tensors read above, never a second unpickling
+            model = cls.from_pretrained(None, config=cfg, state_dict=tensors, **attn)
+        tokenizer = load_tokenizer(transformers, path, spec)
+        processor = load_image_processor(transformers, path, spec)
+    except CheckpointError:
+        raise
+    except Exception as err:   # whatever transformers raises on a folder it cannot use: one line, no traceback
+        raise CheckpointError(f"{spec}: transformers could not load it ({_first_line(err)})") from None
     model = model.to(device).eval().requires_grad_(False)
     if blip:    # as BlipForConditionalGeneration.generate: start with bos ([DEC]), end at [SEP]
         text, enc = model.config.text_config, model.config.vision_config
@@ -416,10 +601,10 @@ def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementati
     vocab = HFVocab(tokenizer, int(end), size)
     special = SPECIAL_TOKENS.get(enc.model_type, 1)
     decoder = (HFGPT2 if kind[-1] == "gpt2" else HFBert)(model, int(start), special)
-    meta = {**folder_meta(spec, path, config), "vocab_size": len(vocab)}
-    side = meta["vision_spec"]["grid"]   # the patch grid, as folder_meta read it from config.json
-    return HFLoadedModel(decoder, vocab, meta, spec, HFImageEncoder(vision_module, processor, side, special, device))
+    side = patch_grid(kind[0], enc.image_size, enc.patch_size)   # the LOADED config's (its defaults filled in)
+    meta = {**folder_meta(name, path, config, side), "vocab_size": len(vocab)}
+    return HFLoadedModel(decoder, vocab, meta, name, HFImageEncoder(vision_module, processor, side, special, device))
 
 
 __all__ = ["HFVocab", "HFDecoder", "HFGPT2", "HFBert", "HFLoadedModel", "load_folder", "check_folder", "folder_meta",
-           "PREFIX"]
+           "PREFIX", "HUB_PREFIX"]

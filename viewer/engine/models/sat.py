@@ -64,6 +64,20 @@ class ShowAttendTell(CaptionModel):
             state["expect"] = torch.rand(len(a), device=a.device) < 0.5
         return state
 
+    def soft_expectation(self, state: State) -> State:
+        if self.attention != "hard":
+            return state
+        return {**state, "expect": torch.ones(len(state["a"]), dtype=torch.bool, device=state["a"].device)}
+
+    def cascade(self):
+        """Output first: the word layer, what feeds it (h, z), the LSTM and its gate and embedding,
+        the attention scorer, the initial state, and the feature projection everything reads."""
+        both = lambda *ms: nn.ModuleList(ms)  # noqa: E731
+        return [("out", self.out), ("out_h+out_z", both(self.out_h, self.out_z)), ("lstm", self.lstm),
+                ("f_beta", self.f_beta), ("embed", self.embed), ("att_score", self.att_score),
+                ("att_hidden+att_feat", both(self.att_hidden, self.att_feat)), ("init_h+init_c", both(self.init_h, self.init_c)),
+                ("feat_proj", self.feat_proj)]
+
     def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
         a, h = state["a"], state["h"]
         alpha = steered(state, attend(state["a_att"], self.att_hidden(h), state["mask"], self.att_score))

@@ -128,6 +128,18 @@ class TransformerCaptioner(CaptionModel):
         return ("mask", *(("feats",) if len(self.feature_encoder) else ()),
                 *(f"cross_{kv}{i}" for i in range(len(self.layers)) for kv in "kv"))
 
+    @property
+    def relevancy(self) -> bool:   # Chefer et al.'s rules as written here: no encoder layers over the cells
+        return not len(self.feature_encoder)
+
+    def cascade(self):
+        """Output first. The output projection IS the word embedding (tied), so the first stage
+        randomises both, and says so; then the decoder layers top down, positions, the cell encoder."""
+        return [("norm+embed (output projection, tied to the word embedding)", nn.ModuleList([self.norm, self.embed])),
+                *((f"layers.{i}", self.layers[i]) for i in reversed(range(len(self.layers)))), ("word_pos", self.word_pos),
+                *((f"feature_encoder.{i}", self.feature_encoder[i]) for i in reversed(range(len(self.feature_encoder)))),
+                ("cell_pos", self.cell_pos), ("feat_proj", self.feat_proj)]
+
     def memory(self, feats: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         if feats.shape[1] != len(self.cell_pos):
             raise ValueError(f"this transformer was trained on {len(self.cell_pos)} cells, not {feats.shape[1]}")
@@ -177,7 +189,7 @@ class TransformerCaptioner(CaptionModel):
         heads = torch.stack(heads, 1)                                   # (B, layers, heads, K)
         return Step(self._logits(x[:, 0]), heads[:, -1].mean(1), heads=heads), new
 
-    def teacher_forced(self, feats, mask, tokens, image_index):
+    def teacher_forced(self, feats, mask, tokens, image_index, soft: bool = False):
         """The whole caption in one pass (causal mask); equal to running `forward_step` word by word."""
         m = self.memory(feats, mask)
         per_caption = lambda t: t.index_select(0, image_index)  # noqa: E731  (per image first: 5 captions share it)

@@ -76,6 +76,15 @@ class UpDown(CaptionModel):
         v_mean = self.mean_embed(masked_mean(state["feats"], mask)) if self.embed_mean else masked_mean(state["v"], mask)
         return {**state, "mask": mask, "v_mean": v_mean}
 
+    def cascade(self):
+        """Output first: the word layer, the language LSTM, the attention over regions, the attention
+        LSTM and word embedding, then the feature embeddings everything reads."""
+        parts = [("out", self.out), ("lang_lstm", self.lang_lstm), ("att_score", self.att_score),
+                 ("att_hidden+att_feat", nn.ModuleList([self.att_hidden, self.att_feat])), ("att_lstm", self.att_lstm),
+                 ("embed", self.embed)]
+        parts += [("mean_embed", self.mean_embed)] if self.embed_mean else []
+        return parts + ([("feat_embed", self.feat_embed)] if self.embed_features else [])
+
     def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
         e = self.embed(words)
         if self.word_relu:
