@@ -10,6 +10,19 @@ import shutil
 
 import pytest
 import torch
+from hypothesis import settings
+
+# Generated cases per loader (tests/test_fuzz.py): a few hundred in `make test`, thousands with --fuzz.
+settings.register_profile("ci", max_examples=200, database=None)      # no example files written
+settings.register_profile("fuzz", max_examples=3000, database=None)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fuzz", action="store_true", help="run thousands of generated cases per loader (test_fuzz.py)")
+
+
+def pytest_configure(config):
+    settings.load_profile("fuzz" if config.getoption("--fuzz") else "ci")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ASSETS = os.path.join(ROOT, "assets")

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import torch
 import pytest
 
 from conftest import ASSETS, ROOT
@@ -43,6 +44,20 @@ def test_insertion_curves_start_at_zero_and_end_at_visual_dependence(captioner, 
         assert curve[1, 0] == 0 and curve[1, -1] == pytest.approx(dependence[1], abs=1e-5)
         assert np.isfinite(curve[1]).all()
     assert np.isnan(ins.curves["gradcam"][0]).all()          # only the asked words are measured
+    # inside the curve: at level f the photo is blurred except the map's top round(f * 196) cells, and the
+    # curve is how far that lifts the word (checked where the top set is unambiguous: no tie at its edge)
+    values = np.sort(found.maps["gradcam"][1].ravel())[::-1]
+    checked = 0
+    for j, f in enumerate(ins.levels):
+        n = round(f * 196)
+        if not 0 < n < 196 or values[n - 1] == values[n]:
+            continue
+        keep = np.zeros(196, np.float32)
+        keep[np.argsort(-found.maps["gradcam"][1].ravel(), kind="stable")[:n]] = 1.0
+        lifted = pipe.logprobs(torch.from_numpy(keep.reshape(1, 14, 14)))[0, 1].item()
+        assert ins.curves["gradcam"][1, j] == pytest.approx(lifted - ins.blurred[1], abs=1e-4)
+        checked += 1
+    assert checked >= 1
     # a map that puts back nothing but the worst cells first rises no faster than its own best-first order
     assert np.isfinite(ins.auc("gradcam")[1]) and np.isfinite(ins.auc()[1])
 
@@ -112,3 +127,21 @@ def test_bench_explain_returns_numbers(captioner, photo):
                                                     "render_1024x768": {"median_ms": 1}, "batch_images_per_s": 1,
                                                     "batching": {"speedup": 1}, "explain": found}}})
     assert "occlusion, whole caption" in table and "| transformer |" in table.split("explanations")[1]
+
+
+def test_region_model_explanations(captioner, photo):
+    """updown: occlusion re-detects on the occluded photo, Grad-CAM flows through the RoI pooling,
+    attention is the regions projected onto the grid; the explained run is the forced trace's."""
+    from viewer.analysis.explain import Pipeline, attention_grid, explain
+    trace = captioner.force([photo], "updown", ["a cup of coffee on a table"])[0]
+    pipe = Pipeline(captioner, photo, "updown", trace.token_ids)
+    found = explain(captioner, photo, "updown", trace.token_ids, ("attention", "occlusion", "gradcam"), pipe=pipe)
+    assert np.allclose(found.logprobs, [s.logprob for s in trace.steps], atol=1e-4)
+    assert np.allclose(found.maps["attention"], attention_grid(trace), atol=1e-5)
+    for m in ("occlusion", "gradcam"):
+        maps = found.maps[m]
+        assert maps.shape == (len(trace.steps), 14, 14) and (maps >= 0).all()
+        sums = maps.reshape(len(maps), -1).sum(1)
+        assert np.allclose(sums[~found.empty[m]], 1, atol=1e-5) and (~found.empty[m]).any()
+    unoccluded = pipe.logprobs(torch.ones(1, 14, 14))[0]       # nothing hidden: detection and pooling as cached
+    assert torch.allclose(unoccluded, pipe.base(), atol=1e-3)

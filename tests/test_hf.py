@@ -476,6 +476,8 @@ def test_evaluate_and_explain_an_hf_model_from_the_command_line(tiny, tiny_data,
     assert result["images"] == 2 and "BLEU-4" in json.dumps(result)
     block = result["explain"]
     assert block["methods"] == ["attention", "occlusion", "gradcam"] and block["photos"] == 2
+    assert block["object_words"] > 0                      # "cat" of chelsea's references: the figures mean something
+    assert np.isfinite(block["by_method"]["occlusion"]["auc_morf"])
 
 
 def test_only_the_explicit_hub_form_touches_the_network(tmp_path, monkeypatch):

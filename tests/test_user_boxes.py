@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from viewer.analysis import user_boxes as ub
-from viewer.engine.images import GRID
+from viewer.engine.images import GRID, load_photo
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -172,7 +172,27 @@ def test_shipped_sat_soft_on_an_asset_photo(tmp_path):
     assert [w["word"] for w in words] == ["cat", "eyes", "nose"] and words[1]["box_word"] == "eye"
     cat = words[0]
     assert cat["uniform_mass"] == pytest.approx(395 / 451, abs=0.02)
-    assert cat["methods"]["attention"]["mass_in_box"] > 0.5
+    # every figure again, by hand from the forced trace: the word's map (its step's), the peak cell's
+    # centre in the word's boxes, and the map's mass over each cell's exact overlap with them
+    trace = c.force([load_photo(PHOTO)], "sat-soft", ["a cat with green eyes and a pink nose"])[0]
+    w, h = trace.width, trace.height
+    boxes = {"cat": [[0, 0, 395, 300]], "eyes": [[135, 82, 205, 148], [295, 108, 345, 165]], "nose": [[235, 222, 295, 265]]}
+    for row in words:
+        grid = trace.steps[row["step"]].attention.reshape(14, 14).astype(np.float64)
+        r, col = np.unravel_index(int(grid.argmax()), grid.shape)
+        cx, cy = (col + 0.5) * w / 14, (r + 0.5) * h / 14
+        hit = any(x1 <= cx <= x2 and y1 <= cy <= y2 for x1, y1, x2, y2 in boxes[row["word"]])
+        assert row["methods"]["attention"]["pointing"] == hit
+        inside = np.zeros((14, 14))
+        for i in range(14):
+            for j in range(14):
+                cell = np.zeros((h, w), bool)
+                cell[round(i * h / 14):round((i + 1) * h / 14), round(j * w / 14):round((j + 1) * w / 14)] = True
+                union = np.zeros((h, w), bool)
+                for x1, y1, x2, y2 in boxes[row["word"]]:
+                    union[y1:y2, x1:x2] = True
+                inside[i, j] = (cell & union).sum() / max(cell.sum(), 1)
+        assert row["methods"]["attention"]["mass_in_box"] == pytest.approx(float((grid * inside).sum()), abs=0.03)
 
 
 def test_cli_evaluate_boxes_json_and_one_line_errors(tmp_path, capsys):

@@ -218,3 +218,20 @@ def test_whole_word_vocabularies_keep_one_word_per_step():
     spans = vocab.word_spans(ids)
     assert [(w.text, w.first, w.last, w.known) for w in spans] == [
         ("a", 0, 0, True), ("red", 1, 1, True), ("<unk>", 2, 2, False), ("bicycle", 3, 3, True), ("<end>", 4, 4, True)]
+
+
+def test_the_apps_trace_cache_is_bounded_in_bytes(subword):
+    """Per-head maps are float16 arrays, and the Studio's cache of decodes drops the oldest once
+    their arrays pass its byte budget (a BLIP trace's heads are megabytes)."""
+    from viewer.app.session import Studio
+    from viewer.engine.decoding import DecodeSettings
+    cap, model, photo, trace = subword
+    assert trace.steps[0].heads.dtype == np.float16 and trace.nbytes > 0
+    studio = Studio(cap)
+    for n in (4, 5, 6):
+        studio.decode(photo, model, DecodeSettings(strategy="greedy", max_len=n))
+    assert len(studio._decodes) == 3
+    studio.max_decode_bytes = studio.decode_bytes() - 1            # one byte too few for all three
+    studio.decode(photo, model, DecodeSettings(strategy="greedy", max_len=7))
+    assert 1 <= len(studio._decodes) < 4 and studio.decode_bytes() <= studio.max_decode_bytes
+    studio.close()

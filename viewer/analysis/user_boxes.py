@@ -173,7 +173,13 @@ def _boxes(where: str, spec) -> np.ndarray:
 
 
 def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A finite JSON number (a 400-digit integer is not: it has no float)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
 
 
 # --------------------------------------------------------------------------------------------

@@ -186,12 +186,14 @@ class Exploration:
 class Studio:
     """Shared by all sessions: the captioner and a bounded cache of decodes (thread-safe)."""
 
-    def __init__(self, captioner: Captioner, max_decodes: int = 128, max_exports: int = 200, dataset=None):
+    def __init__(self, captioner: Captioner, max_decodes: int = 128, max_exports: int = 200, dataset=None,
+                 max_decode_bytes: int = 256 * 2 ** 20):
         self.captioner = captioner
         self.dataset = dataset   # a CaptionSet (--data): references for its photos, a corpus for CIDEr
         self.references_by_name = {} if dataset is None else {
             os.path.basename(path): refs for path, refs in dataset.captions.items()}
         self.max_decodes, self.max_exports = max_decodes, max_exports
+        self.max_decode_bytes = max_decode_bytes   # a BLIP trace's heads are megabytes: bounded in bytes too
         self._decodes: OrderedDict[tuple, list[AttentionTrace]] = OrderedDict()
         self._explanations: OrderedDict[tuple, Explanation] = OrderedDict()
         self._pipes: dict[tuple, Pipeline] = {}
@@ -202,6 +204,10 @@ class Studio:
         self._renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prerender")
         self.export_dir = tempfile.mkdtemp(prefix=VIEW_PREFIX)
         atexit.register(self.close)
+
+    def decode_bytes(self) -> int:
+        """Memory held by the cached decodes (their maps and heads)."""
+        return sum(t.nbytes for traces in self._decodes.values() for t in traces)
 
     def close(self) -> None:
         """Remove every exported file (also run at interpreter exit)."""
@@ -221,7 +227,7 @@ class Studio:
                 return self._decodes[key]
             traces = self.captioner.caption([photo], model, settings, None if prefix is None else [prefix])[0]
             self._decodes[key] = traces
-            while len(self._decodes) > self.max_decodes:
+            while len(self._decodes) > 1 and (len(self._decodes) > self.max_decodes or self.decode_bytes() > self.max_decode_bytes):
                 self._decodes.popitem(last=False)
             return traces
 

@@ -134,8 +134,11 @@ def update_meta(path: str, updates: dict) -> dict:
     """Rewrite a checkpoint's metadata in place: `updates` merged in at the top level, machine paths
     stripped (`portable`); the tensors are copied as stored, bit for bit. Returns the new metadata."""
     meta = portable({**read_meta(path), **updates})
-    with safe_open(path, framework="pt") as f:
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    try:
+        with safe_open(path, framework="pt") as f:
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+        raise CheckpointError(f"{path}: its tensors cannot be read ({err})") from None
     tmp = path + ".tmp"
     save_file(tensors, tmp, metadata={"viewer": json.dumps(meta)})
     os.replace(tmp, path)
@@ -166,16 +169,23 @@ def read_meta(path: str) -> dict:
         meta = json.loads(header["viewer"])
     except json.JSONDecodeError:
         raise CheckpointError(f"{path}: its metadata is not valid JSON") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path}: its metadata is a JSON {type(meta).__name__}, not an object")
     missing = [k for k in REQUIRED if k not in meta]
     if missing:
         raise CheckpointError(f"{path}: metadata lacks {', '.join(missing)}")
+    for key, kind in (("model_type", str), ("hparams", dict), ("vocab", list)):
+        if key in meta and not isinstance(meta[key], kind):
+            raise CheckpointError(f"{path}: metadata's {key} is a {type(meta[key]).__name__}, not a {kind.__name__}")
+    if "vocab" in meta and not all(isinstance(w, str) for w in meta["vocab"]):
+        raise CheckpointError(f"{path}: metadata's vocab holds something other than words")
     if meta["format"] != FORMAT:
         raise CheckpointError(f"{path}: format {meta['format']!r}, this code reads {FORMAT!r}")
     if meta["model_type"] not in REGISTRY:
         raise CheckpointError(f"{path}: unknown model type {meta['model_type']!r}; known: {', '.join(sorted(REGISTRY))}")
     try:
         spec = stored_vision_spec(meta)
-    except ValueError as err:
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
         raise CheckpointError(f"{path}: {err}") from None
     if spec.brings_own_features and meta["vision_spec_key"] != spec.key:
         raise CheckpointError(f"{path}: its vision spec does not match its key; the metadata was edited")
@@ -190,18 +200,26 @@ def load(path: str, device: torch.device | str = "cpu") -> LoadedModel:
         return load_folder(path, device)
     meta = read_meta(path)
     try:
-        vocab = Vocabulary(meta["vocab"])
-        model = build_model(meta["model_type"], **meta["hparams"])
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"{path}: cannot rebuild the model from its metadata ({err})") from None
-    with safe_open(path, framework="pt") as f:
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
+        with safe_open(path, framework="pt") as f:
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+        raise CheckpointError(f"{path}: its tensors cannot be read ({err})") from None
     encoder = {k[len(ENCODER_PREFIX):]: tensors.pop(k) for k in list(tensors) if k.startswith(ENCODER_PREFIX)}
     if stored_vision_spec(meta).source == FeatureSource.CARRIED and not encoder:
         raise CheckpointError(f"{path}: says it carries its image encoder, but has no encoder weights")
-    problems = weight_mismatches(model, tensors)
-    if problems:
-        raise CheckpointError(f"{path}: weights do not match a {meta['model_type']} model ({', '.join(problems[:4])}...)")
+    try:
+        vocab = Vocabulary(meta["vocab"])
+        with torch.device("meta"):   # first without memory: hyper-parameters must make the stored weights' shapes
+            problems = weight_mismatches(build_model(meta["model_type"], **meta["hparams"]), tensors)
+        if problems:
+            raise CheckpointError(f"{path}: weights do not match a {meta['model_type']} model "
+                                  f"({', '.join(problems[:4])}...)")
+        model = build_model(meta["model_type"], **meta["hparams"])
+    except (TypeError, ValueError, OverflowError, RuntimeError, KeyError) as err:
+        if isinstance(err, CheckpointError):
+            raise
+        raise CheckpointError(f"{path}: cannot rebuild the model from its metadata ({type(err).__name__}: "
+                              f"{str(err).splitlines()[0] if str(err) else ''})") from None
     expected = model.state_dict()
     model.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})
     return LoadedModel(model.to(device).eval(), vocab, meta, path, encoder)

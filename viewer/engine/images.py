@@ -95,11 +95,14 @@ def _to_photo(img: Image.Image, label: str) -> Photo:
     if getattr(img, "is_animated", False):
         img.seek(0)
     orientation = img.getexif().get(0x0112, 1)
-    width, height = img.size[::-1] if orientation in (5, 6, 7, 8) else img.size
+    full = img.size
     if img.format == "JPEG":
         img.draft("RGB", (DISPLAY_SIDE, DISPLAY_SIDE))  # decode huge JPEGs at a fraction of their size
     img.load()
+    decoded = img.size
     img = ImageOps.exif_transpose(img) if orientation != 1 else img
+    # the original size, upright: turned only if the transpose turned it (not every format's tag does)
+    width, height = full[::-1] if img.size != decoded else full
     rgb = _as_rgb(img)
     if max(rgb.size) > DISPLAY_SIDE:
         rgb.thumbnail((DISPLAY_SIDE, DISPLAY_SIDE), Image.Resampling.LANCZOS)

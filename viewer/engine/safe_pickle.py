@@ -139,8 +139,8 @@ def load(path: str):
     except (UnsafePickleError, UnreadableFileError):
         raise
     except Exception as err:   # pickle's and torch's many ways of saying "damaged or not a pickle"
-        raise UnreadableFileError(f"{path}: not a readable pickle or PyTorch file ({type(err).__name__}: {err})") \
-            from None
+        raise UnreadableFileError(f"{path}: not a readable pickle or PyTorch file ({type(err).__name__}: "
+                                  f"{' '.join(str(err).split())[:300]})") from None
 
 
 def _load_bytes(data: bytes, path: str):

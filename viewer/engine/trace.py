@@ -75,6 +75,13 @@ class AttentionTrace:
         return [w.text for w in self.word_spans if w.text != "<end>"]
 
     @property
+    def nbytes(self) -> int:
+        """The arrays' memory (maps, heads, boxes): what the app's trace cache is bounded by."""
+        arrays = [a for s in self.steps for a in (s.attention, s.heads) if a is not None]
+        arrays += [a for a in (self.region_boxes, self.region_scores) if a is not None]
+        return sum(int(np.asarray(a).nbytes) for a in arrays)
+
+    @property
     def token_ids(self) -> list[int]:
         """The steps' token ids: what forcing the same caption again takes (nothing re-tokenises text)."""
         return [s.token for s in self.steps]

@@ -249,7 +249,7 @@ def run(models: list[str], image_paths: list[str], device: str | None = None, re
               "beam": beam, "models": {}}
     for model in models:
         lm = captioner.model(model)
-        if lm.imported and getattr(lm, "image_encoder", None) is None:
+        if lm.imported and lm.image_encoder is None:
             raise ValueError(f"{model} is an imported model with its own features; bench times this viewer's "
                              "encoder and detector pipeline (leave it out with --models)")
         captioner.caption(photos[:1], model, settings)   # warm up: load weights, first calls
@@ -261,10 +261,35 @@ def run(models: list[str], image_paths: list[str], device: str | None = None, re
         }
         if explain:
             result["models"][model]["explain"] = explain_timings(captioner, model, photos, settings)
-        if hasattr(lm, "image_encoder"):
+        if lm.image_encoder is not None:
             result["models"][model]["generate"] = hf_generate(captioner, model, photos, beam)
     result["peak_memory_mb"] = peak_memory_mb(captioner.device)
+    result["trace_size"] = trace_size()
     return result
+
+
+def trace_size(steps: int = 12, layers: int = 12, heads: int = 12, patches: int = 576) -> dict:
+    """A BLIP-size trace (12 layers x 12 heads over 24 x 24 patches, + the class token: 577 tokens) of
+    `steps` tokens: its per-head maps as Python floats (how traces kept them before), as float32 and
+    as the float16 arrays kept now; and its JSON with and without the heads."""
+    import json
+    import sys
+    from ..engine.images import AttendsTo
+    from ..engine.trace import AttentionTrace, TraceStep
+    rng = np.random.default_rng(0)
+    maps = rng.dirichlet(np.ones(patches), (steps, layers, heads)).astype(np.float32)
+    as_floats = (sys.getsizeof(0.5) + 8) * maps.size   # each a float object and its list slot
+    trace = AttentionTrace("blip-size", AttendsTo.GRID, [
+        TraceStep(f"w{t}", t, -1.0, maps[t, -1].mean(0), [], heads=maps[t].astype(np.float16)) for t in range(steps)],
+        384, 384)
+    obj = trace.to_json()
+    with_heads = len(json.dumps(obj))
+    for s in obj["steps"]:
+        s.pop("heads")
+    return {"steps": steps, "layers": layers, "heads": heads, "tokens": patches + 1,
+            "heads_as_python_floats_mb": round(as_floats / 2 ** 20, 2), "heads_float32_mb": round(maps.nbytes / 2 ** 20, 2),
+            "heads_float16_mb": round(maps.nbytes / 2 / 2 ** 20, 2), "trace_nbytes_mb": round(trace.nbytes / 2 ** 20, 2),
+            "json_mb": round(with_heads / 2 ** 20, 2), "json_without_heads_mb": round(len(json.dumps(obj)) / 2 ** 20, 3)}
 
 
 def table(result: dict) -> str:
@@ -301,6 +326,12 @@ def table(result: dict) -> str:
             for search, r in g.items():
                 lines.append(f"| {name} | {search} | {r['ours_s']} | {r['generate_s']} | {r['ratio']}x | "
                              f"{r['ours_ms_per_token']} | {r.get('same_tokens', '-')} |")
+    if "trace_size" in result:
+        t = result["trace_size"]
+        lines += ["", f"a BLIP-size trace ({t['steps']} tokens x {t['layers']} layers x {t['heads']} heads x {t['tokens']} "
+                      f"tokens): per-head maps as Python floats {t['heads_as_python_floats_mb']} MB, float32 "
+                      f"{t['heads_float32_mb']} MB, float16 (kept now) {t['heads_float16_mb']} MB; JSON {t['json_mb']} MB "
+                      f"with heads, {t['json_without_heads_mb']} MB without"]
     if "startup" in result:
         s = result["startup"]
         lines += ["", f"app start to first page: {s['first_page_s']} s (median of {s['starts']} starts); a fresh "

@@ -130,7 +130,8 @@ def check_folder(path: str, label: str | None = None) -> dict:
         raise CheckpointError(f"{label}: missing config.json")
     config = _json(path, label, "config.json")
     parts = {"vision-encoder-decoder": ("encoder", "decoder"), "blip": ("vision_config", "text_config")}
-    for part in parts.get(config.get("model_type"), ()):
+    model_type = config.get("model_type")
+    for part in parts.get(model_type, ()) if isinstance(model_type, str) else ():
         if not isinstance(config.get(part), dict):
             raise CheckpointError(f"{label}: config.json has no {part} object")
     kind = architecture(config)
@@ -588,8 +589,10 @@ def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementati
         start, end, size, vision_module = text.bos_token_id, text.sep_token_id, text.vocab_size, model.vision_model
     else:
         cfg, text, enc = model.config, model.config.decoder, model.config.encoder
-        start = cfg.decoder_start_token_id if cfg.decoder_start_token_id is not None else text.bos_token_id
-        end = cfg.eos_token_id if cfg.eos_token_id is not None else text.eos_token_id
+        start = getattr(cfg, "decoder_start_token_id", None)   # (a saved config may leave these out)
+        start = start if start is not None else getattr(text, "bos_token_id", None)
+        end = getattr(cfg, "eos_token_id", None)
+        end = end if end is not None else getattr(text, "eos_token_id", None)
         size, vision_module = text.vocab_size, model.encoder
     start = start if start is not None else tokenizer.cls_token_id     # BERT decoders: [CLS] ... [SEP]
     end = end if end is not None else (tokenizer.eos_token_id if tokenizer.eos_token_id is not None

@@ -42,6 +42,14 @@ def photo_ids(name: str) -> list[str]:
 
 
 def _regions(feats: np.ndarray, boxes: np.ndarray, width: float, height: float) -> ImageFeatures:
+    feats, boxes = np.asarray(feats), np.asarray(boxes)
+    if feats.ndim != 2 or not len(feats) or not np.issubdtype(feats.dtype, np.number) or \
+            boxes.shape != (len(feats), 4) or not np.issubdtype(boxes.dtype, np.number):
+        raise FeaturesNotFound(f"region features {list(feats.shape)} and boxes {list(boxes.shape)} do not make "
+                               "one box [x1, y1, x2, y2] per feature vector")
+    if not (np.isfinite(feats).all() and np.isfinite(boxes).all() and np.isfinite([width, height]).all()
+            and width > 0 and height > 0):
+        raise FeaturesNotFound("region features, boxes or the image size hold NaN, infinite or non-positive values")
     boxes = np.clip(np.asarray(boxes, np.float32) / np.array([width, height, width, height], np.float32), 0, 1)
     return ImageFeatures(None, Regions(boxes=boxes, labels=[f"region {i + 1}" for i in range(len(boxes))],
                                        scores=np.ones(len(boxes), np.float32), features=np.asarray(feats, np.float32)))
@@ -65,7 +73,14 @@ class FeatureFiles:
     # --- lookup -------------------------------------------------------------------------------
     def lookup(self, photo: Photo) -> ImageFeatures:
         for image_id in photo_ids(photo.name):
-            found = getattr(self, f"_{self.kind}")(image_id, photo)
+            try:
+                found = getattr(self, f"_{self.kind}")(image_id, photo)
+            except FeaturesNotFound:
+                raise
+            except Exception as err:   # numpy's, zip's, base64's, csv's many ways of saying "damaged"
+                text = str(err).strip().splitlines()
+                raise ValueError(f"{self.path}: the features of {image_id} cannot be read ({type(err).__name__}"
+                                 f"{': ' + text[0][:200] if text else ''})") from None
             if found is not None:
                 return found
         raise FeaturesNotFound(f"no precomputed features for {photo.name or 'this photo'} "
@@ -145,7 +160,12 @@ class FeatureFiles:
 
 def _grid(a: np.ndarray, source: str) -> ImageFeatures:
     """(side, side, D) or (side * side, D) -> (cells, D); anything else is not a grid."""
+    if a.ndim not in (2, 3) or not np.issubdtype(a.dtype, np.number) or a.size == 0:
+        raise FeaturesNotFound(f"{source}: holds a {a.dtype} array of shape {list(a.shape)}, not a grid of feature "
+                               "vectors (side x side x D or cells x D)")
     a = np.asarray(a, np.float32)
+    if not np.isfinite(a).all():
+        raise FeaturesNotFound(f"{source}: the features hold NaN or infinite values")
     a = a.reshape(-1, a.shape[-1])
     try:
         grid_side(len(a))
