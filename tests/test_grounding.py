@@ -210,3 +210,27 @@ def test_hard_attention_uses_the_expectation_for_about_half_of_the_images():
     expect = state["expect"]
     assert 150 < int(expect.sum()) < 250
     assert (step.sample_logprob[expect] == 0).all() and (step.sample_logprob[~expect] < 0).all()
+
+
+def test_forcing_a_sampled_decode_with_its_seeds_replays_its_cells_and_logprobs():
+    """SCST's policy gradient follows forcing.forced on the sampled ids: with the samples' seeds it
+    must draw the same hard-attention cells and give the same log-probs as the sampling decode."""
+    from viewer.engine.decoding import DecodeSettings, decode
+    from viewer.engine.forcing import forced
+    from viewer.engine.vocab import Vocabulary
+
+    torch.manual_seed(1)
+    vocab = Vocabulary(["<pad>", "<start>", "<end>", "<unk>", "dog", "runs", "grass"])
+    model = build_model("sat-hard", vocab_size=len(vocab), feature_dim=8, embed_dim=4, hidden_dim=8, att_dim=4,
+                        proj_dim=8, dropout=0.0).eval()
+    feats, mask = torch.randn(6, 196, 8), torch.ones(6, 196, dtype=torch.bool)
+    seeds = torch.arange(100, 106)
+    hyps = decode(model, feats, mask, DecodeSettings(strategy="sample", max_len=5, seed=3), vocab, seeds=seeds)
+    for i, h in enumerate(hyps):
+        tokens = torch.tensor([h[0].tokens])
+        out = forced(model, feats[i:i + 1], mask[i:i + 1], tokens, vocab, seeds=seeds[i:i + 1])
+        assert torch.allclose(out.logprobs[0], torch.tensor(h[0].logprobs), atol=1e-5)
+        assert out.cells is not None and out.cells.shape == tokens.shape
+        other = forced(model, feats[i:i + 1], mask[i:i + 1], tokens, vocab, seeds=seeds[i:i + 1] + 1)
+        assert not torch.allclose(other.attention, out.attention) or not torch.allclose(other.logprobs, out.logprobs)
+    assert len({tuple(h[0].sample.tolist()) for h in hyps}) > 1

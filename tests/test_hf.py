@@ -541,3 +541,35 @@ def test_a_centre_cropping_processor_sees_the_whole_photo():
     px = HFImageEncoder(None, processor, side=4).preprocess([Photo(rgb, 64, 64)])
     assert px.shape == (1, 3, 32, 32)
     assert float(px[0, 0, :, 0].mean()) > 0.9 and float(px[0, 0, :, 16].mean()) < 0.1
+
+
+def test_blip_prompt_is_forced_before_the_first_step_and_left_out(tiny_blip):
+    """`#prompt=TEXT`: the prompt's tokens come after [DEC] and before the first step, as the text
+    decoder's own forward sees them; the steps, the caption and the maps begin after the prompt."""
+    from viewer.engine.images import load_photo
+    from viewer.engine.models.hf import load_folder, split_prompt
+    from viewer.engine.pipeline import Captioner
+    folder, plain, reference = tiny_blip
+    lm = load_folder(f"hf:{folder}#prompt=a red cup")
+    assert lm.model.lead == (4, 5, 13, 6) and plain.model.lead == (4,)
+    assert lm.name.endswith("#prompt=a red cup")
+    caption = [7, 8, 9, 3]                                         # "of coffee on" <end>
+    px = pixels(lm, 3)
+    feats, mask = inputs(lm, px)
+    hyp = decode(lm.model, feats, mask, DecodeSettings(strategy="forced"), lm.vocab, [caption, caption])[0][0]
+    with torch.no_grad():
+        image = reference.vision_model(pixel_values=px).last_hidden_state
+        out = reference.text_decoder(input_ids=torch.tensor([[4, 5, 13, 6] + caption[:-1]] * 2),
+                                     encoder_hidden_states=image, output_attentions=True, return_dict=True)
+    logp = torch.log_softmax(out.logits.float(), -1)[0, 3:]         # the positions after the prompt
+    assert torch.allclose(torch.tensor(hyp.logprobs), logp[torch.arange(4), torch.tensor(caption)], atol=1e-5)
+    heads = torch.stack(out.cross_attentions, 1)[0].permute(2, 0, 1, 3)[3:]
+    assert torch.allclose(hyp.heads, heads[..., 1:], atol=1e-5)
+    unprompted = decode(plain.model, feats, mask, DecodeSettings(strategy="forced"), plain.vocab, [caption, caption])[0][0]
+    assert not np.allclose(unprompted.logprobs, hyp.logprobs)       # the prompt changes what the model says
+    trace = Captioner(device="cpu").force([load_photo(COFFEE)], f"hf:{folder}#prompt", ["a cup of coffee"])[0]
+    assert trace.caption == "a cup of coffee" and "#prompt" in trace.model
+    assert [s.word for s in trace.steps][0] == "a"
+    assert split_prompt(f"hf:{folder}#prompt") == (f"hf:{folder}", "a picture of")
+    with pytest.raises(CheckpointError, match="#prompt"):
+        load_folder(f"hf:{folder}#beam=3")

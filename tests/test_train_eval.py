@@ -255,10 +255,11 @@ def test_scst_reward_is_pycocoevalcap_cider_and_fine_tuning_raises_it(tiny_data,
     cfg = TrainConfig(model="sat-soft", data=tiny_data, out=out, epochs=2, batch_images=3, lr=3e-3, min_freq=1,
                       patience=10, cache=cache_dir, hparams=small)
     train(cfg, log=lambda *a: None)
-    scst = TrainConfig(model="sat-soft", data=tiny_data, out=str(tmp_path / "scst"), epochs=4, batch_images=1,
+    scst = TrainConfig(model="sat-soft", data=tiny_data, out=str(tmp_path / "scst"), epochs=8, batch_images=1,
                        lr=2e-3, min_freq=1, patience=10, cache=cache_dir, hparams=small, scst=True,
                        init_from=os.path.join(out, "last.safetensors"))
     train(scst, log=lambda *a: None)
     log = [json.loads(line) for line in open(os.path.join(str(tmp_path / "scst"), "log.jsonl"))]
-    assert len(log) == 4 and "cider" in log[0]
-    assert (log[-1]["cider"] + log[-2]["cider"]) / 2 > log[0]["cider"]   # sampled captions' CIDEr-D rises
+    assert len(log) == 8 and "cider" in log[0]
+    cider = [e["cider"] for e in log]   # sampled captions' CIDEr-D rises (a noisy curve: 6 photos, one per batch)
+    assert np.mean(cider[-3:]) > np.mean(cider[:2])

@@ -11,7 +11,7 @@ Hiding is the Diagnose panel's occlusion (`Captioner.caption(hidden=...)`): by d
 unit is taken out of the model's mask for the WHOLE caption, so a word's drop also holds what the
 words before it lost. With `step_only=True` it is hidden at the word's own step only: every
 earlier step (and the initial state) sees it, and the drop is what that step's reading lost
-(`decode(hide=...)`, `CaptionModel.with_mask`). Every result says which (`hidden_for`).
+(`forcing.forced(hide=...)`, `CaptionModel.with_mask`). Every result says which (`hidden_for`).
 The mask removes a unit from every attention softmax (the remaining weights renormalise) and from
 the mean feature that initialises the LSTM state (`models.base.masked_mean`), so nothing of a
 hidden UNIT reaches the model (tests/test_hiding.py). That is per unit, not per pixel: a cell's
@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..engine.decoding import DecodeSettings, decode
+from ..engine.decoding import DecodeSettings
+from ..engine.forcing import forced
 from ..engine.words import first_step_words
 from .grounding import bootstrap_ci, word_class
 
@@ -78,12 +79,11 @@ def forced_logprobs(model, vocab, feats: torch.Tensor, mask: torch.Tensor, rows:
                     ) -> np.ndarray:
     """log p of word `probe.step` of caption `rows[probe.row]` = (image index, token ids ending with
     <end>) with `probe.hidden` taken out of the mask (for the whole caption, or with `step_only` at
-    that step only), teacher-forced. A probe only needs the words up to its step, so each is decoded
-    that far (most of the cost), in batches of one length."""
+    that step only), teacher-forced (engine/forcing.py). A probe only needs the words up to its step, so
+    each is forced that far (most of the cost), in batches of one length."""
     if step_only and keep_mean:
         raise ValueError("step_only already keeps the initial state seeing every unit; use one or the other")
     out = np.empty(len(probes))
-    settings = DecodeSettings(strategy="forced")
     by_step: dict[int, list[int]] = {}   # one length per batch: an unfinished prefix must last to the end
     for i, p in enumerate(probes):
         by_step.setdefault(p.step, []).append(i)
@@ -96,12 +96,14 @@ def forced_logprobs(model, vocab, feats: torch.Tensor, mask: torch.Tensor, rows:
             m = seen.clone()
             for j, p in enumerate(chunk):
                 m[j, p.hidden] = False
-            prefixes = [rows[p.row][1][:p.step + 1] for p in chunk]
-            if step_only:   # every probe of a batch is at the same step
-                hyps = decode(model, x, seen, settings, vocab, prefixes, hide=(chunk[0].step, m))
-            else:
-                hyps = decode(model, x, m, settings, vocab, prefixes, init_mask=seen if keep_mean else None)
-            out[index] = [hs[0].logprobs[p.step] for hs, p in zip(hyps, chunk)]
+            step = chunk[0].step   # every probe of a batch is at the same step
+            tokens = torch.tensor([rows[p.row][1][:step + 1] for p in chunk], device=feats.device)
+            with torch.inference_mode():
+                if step_only:
+                    found = forced(model, x, seen, tokens, vocab, hide=(step, m))
+                else:
+                    found = forced(model, x, m, tokens, vocab, init_mask=seen if keep_mean else None)
+            out[index] = found.logprobs[:, step].cpu().numpy()
     return out
 
 
@@ -269,10 +271,10 @@ def main(argv: list[str] | None = None) -> int:
             photo.name = path
         items = captioner.inputs(lm, photos)
         rows = [(i, lm.vocab.encode(ref) + [lm.vocab.end]) for i, path in enumerate(chunk) for ref in data.captions[path]]
-        forced = list(generate(lm, [items[i] for i, _ in rows], list(range(len(rows))), DecodeSettings(strategy="forced"),
-                               device=captioner.device, prefixes=[ids for _, ids in rows]).values())
+        references = list(generate(lm, [items[i] for i, _ in rows], list(range(len(rows))), DecodeSettings(strategy="forced"),
+                                   device=captioner.device, prefixes=[ids for _, ids in rows]).values())
         feats, mask = model_inputs(items, lm.attends_to, captioner.device)
-        attention = [h.attention.numpy() for h in forced]
+        attention = [h.attention.numpy() for h in references]
         kw = dict(levels=levels, seed=start, keep_mean=args.keep_mean, curve_draws=1, step_only=args.step_only)
         runs = [(alone, None)] + ([(covered, [context_cover(it.regions) for it in items])] if args.hide_context else [])
         for out, cover in runs:

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from .vocab import Vocabulary
-from .models.base import CaptionModel, reorder
+from .models.base import CaptionModel, hiding_step, reorder
 
 STRATEGIES = ("greedy", "beam", "sample", "forced")
 
@@ -80,7 +80,7 @@ class Ending(NamedTuple):
 def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, settings: DecodeSettings,
            vocab: Vocabulary, prefixes: list[list[int]] | None = None,
            steer: tuple[int, torch.Tensor] | None = None, init_mask: torch.Tensor | None = None,
-           hide: tuple[int, torch.Tensor] | None = None) -> list[list[Hypothesis]]:
+           hide: tuple[int, torch.Tensor] | None = None, seeds: torch.Tensor | None = None) -> list[list[Hypothesis]]:
     """Decode a batch of images; returns, per image, its hypotheses best first (beam: `beam_size`).
 
     <pad> and <start> are never generated (a forced prefix may still contain anything).
@@ -90,6 +90,8 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     attention only, keeping them in the mean feature that starts an LSTM).
     `hide` = (t, masks (n_img, K)): at step t only, the model sees `masks` instead of `mask`
     (`model.with_mask`): hiding units at one word's own step, every other step seeing them.
+    `seeds` (n_img,): each image's seed for stochastic attention (default `settings.seed` for all),
+    so that forcing the result with the same seeds replays the same cells (SCST).
     """
     start, end = vocab.start, vocab.end
     model.eval()
@@ -104,7 +106,7 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     longest = max(len(p) for p in prefixes)
     max_len = longest if settings.strategy == "forced" else max(settings.max_len, longest + 1)
 
-    seeds = torch.full((n_img,), settings.seed, dtype=torch.long, device=device)
+    seeds = torch.full((n_img,), settings.seed, dtype=torch.long, device=device) if seeds is None else seeds.to(device)
     state = model.init_state(feats, mask if init_mask is None else init_mask, seeds)
     state["mask"] = mask
     state = reorder(state, torch.arange(n_img, device=device).repeat_interleave(k))
@@ -119,15 +121,11 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     for t in range(max_len):
         if steer is not None and t == steer[0]:
             state["steer"] = steer[1].to(device).repeat_interleave(k, 0)
-        seen = None
-        if hide is not None and t == hide[0]:   # one step only: what the hiding replaces comes back after it
-            hidden = model.with_mask(state, hide[1].to(device).repeat_interleave(k, 0))
-            seen = {key: state[key] for key, v in hidden.items() if state.get(key) is not v}
-            state = hidden
-        step, state = model.forward_step(state, words)
+        if hide is not None and t == hide[0]:   # one step only
+            step, state = hiding_step(model, state, words, hide[1].to(device).repeat_interleave(k, 0))
+        else:
+            step, state = model.forward_step(state, words)
         state.pop("steer", None)   # one step only
-        if seen:
-            state.update(seen)
         logp = F.log_softmax(step.logits.float().index_fill(1, banned, float("-inf")), dim=-1)
         top_lp, top_ids = logp.topk(min(settings.top_k, logp.shape[1]), dim=-1)
         record = {"attention": step.attention, "top_ids": top_ids, "top_lp": top_lp,

@@ -6,8 +6,9 @@ head's) that emitted it, with gradients when the caller enables them. Explanatio
 faithfulness and visual dependence (analysis/explain.py) all score words this way, so nothing
 re-tokenises a caption's text. A model forces in its own way (`CaptionModel.teacher_forced`: the
 transformer all steps at once, the others step by step); sat-hard's soft expectation is the
-`soft` option, not a second loop. Hiding units at one step (feature faithfulness) is decoding's
-forced strategy with `hide` (decoding.py), the same loop the traces come from.
+`soft` option, not a second loop; hiding units at one step (feature faithfulness) is the `hide`
+option, and `init_mask` lets the initial state see more than the steps; `seeds` replay a sampled decode's drawn cells (SCST's policy
+gradient covers them: `Forced.cells`).
 """
 from __future__ import annotations
 
@@ -22,15 +23,22 @@ class Forced:
     logprobs: torch.Tensor            # (N, T) log p of each forced token
     attention: torch.Tensor           # (N, T, K) the attention that emitted it
     heads: torch.Tensor | None        # (N, T, layers, heads, K) multi-head models
+    cells: torch.Tensor | None        # (N, T) log alpha of each drawn cell (stochastic attention)
 
 
-def forced(model, feats: torch.Tensor, mask: torch.Tensor, tokens: torch.Tensor, vocab, soft: bool = False) -> Forced:
+def forced(model, feats: torch.Tensor, mask: torch.Tensor, tokens: torch.Tensor, vocab, soft: bool = False,
+           seeds: torch.Tensor | None = None, init_mask: torch.Tensor | None = None,
+           hide: tuple[int, torch.Tensor] | None = None) -> Forced:
     """`tokens` (N, T): row i forced on feats[i] (no <start>: it is fed first). <pad> and <start> get
-    no probability, as in decoding. `soft`: stochastic attention as its expectation."""
+    no probability, as in decoding. `soft`: stochastic attention as its expectation; `seeds` (N,):
+    the cells' seeds (decoding's `seeds`); `init_mask`, `hide`: as `CaptionModel.teacher_forced`."""
     n = feats.shape[0]
     inputs = torch.cat([torch.full((n, 1), vocab.start, dtype=torch.long, device=tokens.device), tokens], 1)
-    logits, steps = model.teacher_forced(feats, mask, inputs, torch.arange(n, device=feats.device), soft=soft)
+    logits, steps = model.teacher_forced(feats, mask, inputs, torch.arange(n, device=feats.device), soft=soft,
+                                         seeds=seeds, init_mask=init_mask, hide=hide)
     banned = torch.tensor([vocab.pad, vocab.start], device=logits.device)
     logp = F.log_softmax(logits.transpose(0, 1).float().index_fill(-1, banned, float("-inf")), dim=-1)
     heads = torch.stack([s.heads for s in steps], 1) if steps[0].heads is not None else None
-    return Forced(logp.gather(-1, tokens[..., None]).squeeze(-1), torch.stack([s.attention for s in steps], 1), heads)
+    cells = torch.stack([s.sample_logprob for s in steps], 1) if steps[0].sample_logprob is not None else None
+    return Forced(logp.gather(-1, tokens[..., None]).squeeze(-1), torch.stack([s.attention for s in steps], 1), heads,
+                  cells)

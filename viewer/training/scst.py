@@ -1,12 +1,14 @@
 """Self-critical sequence training (Rennie et al. 2017): fine-tune a trained decoder on CIDEr-D.
 
-Each image gets several sampled captions; a caption's reward is its CIDEr-D against the image's
+Each image gets several sampled captions (decoding's sampling, each sample its own seed); a caption's reward is its CIDEr-D against the image's
 references minus the mean reward of the image's other samples (the baseline of Luo 2020, which
 needs no extra greedy decode). The policy gradient covers every stochastic choice the model
 made: the words, and for hard attention the attended cells. CIDEr-D is pycocoevalcap's scorer,
 with document frequencies taken from all training references (as SCST implementations do)
 instead of from the handful of images in a batch. Captions are sampled with dropout off, so
-the policy being improved is the one that captions at test time.
+the policy being improved is the one that captions at test time. The sampled token ids are then
+forced back through the model with gradients (engine/forcing.py, the same seeds replaying the same
+cells), so the log-probabilities the gradient follows are those of the one forcing path.
 """
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ from collections import defaultdict
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from pycocoevalcap.cider.cider_scorer import CiderScorer, cook_refs, cook_test
 
+from ..engine.decoding import DecodeSettings, decode
+from ..engine.forcing import forced
 from ..engine.vocab import Vocabulary, tokenize
 from ..engine.models import CaptionModel
 
@@ -58,27 +61,19 @@ def scst_loss(model: CaptionModel, feats, mask, keys: list[str], vocab: Vocabula
     rows = torch.arange(n, device=feats.device).repeat_interleave(samples)
     # every sample its own seed, so hard attention draws its own cells (a seed drives them in eval mode)
     seeds = torch.randint(0, 2 ** 31 - 1, (n * samples,), device=feats.device)
-    state = model.init_state(feats[rows], mask[rows], seeds)
-    words = torch.full((n * samples,), vocab.start, dtype=torch.long, device=feats.device)
-    alive = torch.ones(n * samples, dtype=torch.bool, device=feats.device)
-    banned = torch.tensor([vocab.pad, vocab.start], device=feats.device)
-    logp_sum = torch.zeros(n * samples, device=feats.device)
-    tokens = []
-    for _ in range(max_len):
-        step, state = model.forward_step(state, words)
-        logp = F.log_softmax(step.logits.index_fill(1, banned, float("-inf")), dim=-1)
-        words = torch.multinomial(logp.detach().exp(), 1).squeeze(1)
-        chosen = logp.gather(1, words[:, None]).squeeze(1)
-        if step.sample_logprob is not None:   # hard attention: the attended cell was a choice too
-            chosen = chosen + step.sample_logprob
-        logp_sum = logp_sum + chosen * alive
-        tokens.append(torch.where(alive, words, torch.full_like(words, vocab.end)))
-        alive = alive & (words != vocab.end)
-        if not bool(alive.any()):
-            break
+    seed = int(torch.randint(0, 2 ** 31 - 1, ()))   # the word draws: from torch's RNG, so a training seed fixes them
+    hyps = decode(model, feats[rows], mask[rows], DecodeSettings(strategy="sample", max_len=max_len, seed=seed), vocab,
+                  seeds=seeds)
+    sampled = [h[0].tokens for h in hyps]
+    longest = max(len(t) for t in sampled)
+    tokens = torch.tensor([t + [vocab.pad] * (longest - len(t)) for t in sampled], device=feats.device)
+    valid = torch.arange(longest, device=feats.device)[None] < torch.tensor([len(t) for t in sampled],
+                                                                            device=feats.device)[:, None]
+    out = forced(model, feats[rows], mask[rows], tokens, vocab, seeds=seeds)
+    chosen = out.logprobs if out.cells is None else out.logprobs + out.cells   # hard attention: the cells were choices too
+    logp_sum = torch.where(valid, chosen, torch.zeros_like(chosen)).sum(1)
     model.train(training)
-    captions = [" ".join(vocab.words[t] for t in seq[: seq.index(vocab.end) if vocab.end in seq else None])
-                for seq in torch.stack(tokens, 1).tolist()]
+    captions = [vocab.text(t) for t in sampled]
     scores = reward([k for k in keys for _ in range(samples)], captions).reshape(n, samples)
     baseline = (scores.sum(1, keepdims=True) - scores) / (samples - 1)
     advantage = torch.tensor((scores - baseline).reshape(-1), dtype=torch.float32, device=feats.device)

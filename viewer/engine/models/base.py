@@ -77,6 +77,15 @@ def steered(state: State, alpha: torch.Tensor) -> torch.Tensor:
     return state["steer"].to(alpha.dtype) if "steer" in state else alpha
 
 
+def hiding_step(model: "CaptionModel", state: State, words: torch.Tensor, mask: torch.Tensor) -> tuple[Step, State]:
+    """One step that sees `mask` (one row per state row) instead of the state's own; whatever the
+    hiding replaced (`model.with_mask`: the mask, a mean feature) comes back after it."""
+    hidden = model.with_mask(state, mask)
+    seen = {key: state[key] for key, v in hidden.items() if state.get(key) is not v}
+    step, state = model.forward_step(hidden, words)
+    return step, {**state, **seen}
+
+
 def reorder(state: State, rows: torch.Tensor, keep: tuple[str, ...] = ()) -> State:
     """The state's rows in the order `rows`; entries named in `keep` stay as they are."""
     return {k: v if k in keep else v.index_select(0, rows) for k, v in state.items()}
@@ -153,21 +162,30 @@ class CaptionModel(nn.Module):
         logs = {"xe": xe.item()}
         return xe + supervision(steps, targets, logs), logs
 
-    def teacher_forced(self, feats, mask, tokens, image_index, soft: bool = False) -> tuple[torch.Tensor, list[Step]]:
+    def teacher_forced(self, feats, mask, tokens, image_index, soft: bool = False, seeds: torch.Tensor | None = None,
+                       init_mask: torch.Tensor | None = None, hide: tuple[int, torch.Tensor] | None = None
+                       ) -> tuple[torch.Tensor, list[Step]]:
         """Run the decoder on ground-truth captions.
 
         tokens (N, T) start with <start>, end with <end>, then padding (id 0); `image_index` maps
         caption rows to images, so per-image work in `init_state` is done once per image, not
-        once per caption; `soft`: stochastic attention as its expectation (`soft_expectation`). All rows run every step (padding is masked in the loss): slicing
+        once per caption; `soft`: stochastic attention as its expectation (`soft_expectation`);
+        `seeds` (per image): the seeds of stochastic attention's cells (as decoding's); `init_mask`
+        (per image): what the initial state sees, if not `mask`; `hide` = (t, masks per caption):
+        step t only sees `masks` (`hiding_step`; feature faithfulness). All rows run every step (padding is masked in the loss): slicing
         finished rows away each step costs more on a CPU than it saves, because every slice of
         the attention memory becomes a full-size gradient buffer in backward.
         Returns logits (T-1, N, V) and the per-step outputs.
         """
-        state = reorder(self.init_state(feats, mask), image_index)
+        state = self.init_state(feats, mask if init_mask is None else init_mask, seeds)
+        state = reorder({**state, "mask": mask}, image_index)
         if soft:
             state = self.soft_expectation(state)
         steps = []
         for t in range(tokens.shape[1] - 1):
-            step, state = self.forward_step(state, tokens[:, t])
+            if hide is not None and t == hide[0]:
+                step, state = hiding_step(self, state, tokens[:, t], hide[1])
+            else:
+                step, state = self.forward_step(state, tokens[:, t])
             steps.append(step)
         return torch.stack([s.logits for s in steps]), steps

@@ -41,6 +41,11 @@ get 0 at that step).
 
 Tokens: each step is one tokenizer token (sub-words too); `HFVocab.words` are the tokenizer's
 token strings (the JSON keeps every one), the caption is the tokenizer's decoded text.
+
+Prompt: BLIP was fine-tuned to continue the text "a picture of". `hf:PATH#prompt` (or
+`#prompt=TEXT`) forces those tokens after the start token before the first step; they are left out
+of the caption, its steps and its maps, and the name (so every trace) says the prompt was on. Off
+by default: figures of an `hf:` model name the option when they use it.
 """
 from __future__ import annotations
 
@@ -65,6 +70,7 @@ SUPPORTED = {("vision-encoder-decoder", enc, dec): f"VisionEncoderDecoderModel (
              for enc, enc_name in (("vit", "ViT"), ("deit", "DeiT")) for dec, dec_name in (("gpt2", "GPT-2"), ("bert", "BERT"))}
 SUPPORTED[("blip", "BlipForConditionalGeneration")] = "BlipForConditionalGeneration"
 SPECIAL_TOKENS = {"deit": 2}   # tokens before the patches: ViT's class token (1), DeiT's class + distillation (2)
+BLIP_PROMPT = "a picture of"   # the text prompt BLIP's captioner was fine-tuned with (the `#prompt` option)
 IMAGE_SIZE = {"blip": 384}     # the config classes' defaults, which a saved config.json leaves out (ViT, DeiT: 224)
 HUB_ID = re.compile(r"([A-Za-z0-9][\w.-]*/[\w.-]+)(?:@([\w./-]+))?")   # "Salesforce/blip-image-captioning-base@main"
 HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model"]   # what a model needs; never a pickle
@@ -209,13 +215,28 @@ def folder_meta(spec: str, folder: str, config: dict, side: int | None = None) -
             "vision_spec": vision.to_json(), "hf_folder": os.path.abspath(folder)}
 
 
+def split_prompt(spec: str) -> tuple[str, str]:
+    """`SPEC#prompt` (BLIP's fine-tuning prompt, `BLIP_PROMPT`) or `SPEC#prompt=TEXT` -> (SPEC, the
+    prompt text); no `#` -> (SPEC, "")."""
+    base, sep, option = spec.partition("#")
+    if not sep:
+        return spec, ""
+    key, eq, text = option.partition("=")
+    if key != "prompt" or (eq and not text.strip()):
+        raise CheckpointError(f"{spec}: the one model option is #prompt (BLIP's {BLIP_PROMPT!r}) or #prompt=TEXT")
+    return base, (text if eq else BLIP_PROMPT).strip()
+
+
 def folder_of(spec: str) -> tuple[str, str]:
     """(the local folder, the model's name): `hf:PATH` is PATH and nothing else (a path that does not
     exist is "no such folder", never a hub request); `hf-hub:ORG/NAME[@REVISION]` is the hub's copy at
     that revision (default main), fetched once (safetensors, JSON and tokenizer files only, never a
-    pickle) and named with the commit it resolved to, which every trace then records."""
+    pickle) and named with the commit it resolved to, which every trace then records. A `#prompt`
+    option (`split_prompt`) stays in the name."""
+    spec, prompt = split_prompt(spec)
+    option = ("#prompt" + ("" if prompt == BLIP_PROMPT else "=" + prompt)) if prompt else ""
     if spec.startswith(PREFIX):
-        return spec[len(PREFIX):], spec
+        return spec[len(PREFIX):], spec + option
     if not spec.startswith(HUB_PREFIX):
         raise CheckpointError(f"{spec}: not an hf: or {HUB_PREFIX} model")
     found = HUB_ID.fullmatch(spec[len(HUB_PREFIX):])
@@ -229,7 +250,7 @@ def folder_of(spec: str) -> tuple[str, str]:
         raise CheckpointError(f"{spec}: the Hugging Face hub did not give it ({type(err).__name__}); on a machine "
                               f"with internet run `huggingface-cli download {repo} --local-dir FOLDER` and open "
                               f"hf:FOLDER") from None
-    return folder, f"{HUB_PREFIX}{repo}@{os.path.basename(os.path.normpath(folder))}"
+    return folder, f"{HUB_PREFIX}{repo}@{os.path.basename(os.path.normpath(folder))}{option}"
 
 
 # ---------------------------------------------------------------- tokens
@@ -312,11 +333,15 @@ class HFDecoder(CaptionModel):
     attends_to = AttendsTo.GRID
 
     def __init__(self, hf_model, start_id: int, vocab_size: int, enc_dim: int, n_layers: int, n_heads: int,
-                 special: int = 1):
+                 special: int = 1, prompt: tuple[int, ...] = ()):
         """`start_id`: the decoder start token, fed whenever decoding feeds the virtual <start> (id vocab_size);
-        `special`: the encoder's tokens before its patches (class, distillation)."""
+        `special`: the encoder's tokens before its patches (class, distillation); `prompt`: token ids
+        forced after the start token before the first step (BLIP's "a picture of"): `init_state` runs
+        all of them but the last, the first step feeds the last, so the caption, its steps and their
+        maps begin with the first word after the prompt."""
         super().__init__()
         self.hf = hf_model
+        self.lead = (start_id, *prompt)
         self.start_id, self.virtual_start = start_id, vocab_size
         self.enc_dim, self.n_layers, self.n_heads, self.special = enc_dim, n_layers, n_heads, special
         self.feature_width = enc_dim   # a row is [patch token, special tokens]: Grad-CAM reads the patch part
@@ -347,6 +372,8 @@ class HFDecoder(CaptionModel):
         for i in range(self.n_layers):
             state[f"cross_k{i}"], state[f"cross_v{i}"] = self.cross_keys_values(i, enc)
             state[f"self_k{i}"] = state[f"self_v{i}"] = enc.new_zeros(len(enc), 0, state[f"cross_k{i}"].shape[-1])
+        for token in self.lead[:-1]:   # the prompt's tokens into the self-attention cache
+            _, state = self.forward_step(state, torch.full((len(enc),), token, dtype=torch.long, device=enc.device))
         return state
 
     def self_attend(self, state, new, i, q, k, v, scale):
@@ -369,7 +396,7 @@ class HFDecoder(CaptionModel):
         return self._merge(w @ self._split(state[f"cross_v{i}"])), w[:, :, 0]
 
     def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
-        ids = torch.where(words == self.virtual_start, torch.full_like(words, self.start_id), words)
+        ids = torch.where(words == self.virtual_start, torch.full_like(words, self.lead[-1]), words)
         new = {**state, "t": state["t"] + 1}
         x = self.embed(ids[:, None], state["t"][:, None])
         heads = []
@@ -388,10 +415,10 @@ class HFDecoder(CaptionModel):
 class HFGPT2(HFDecoder):
     """A VisionEncoderDecoderModel's GPT-2 decoder (pre-LayerNorm blocks, Conv1D projections)."""
 
-    def __init__(self, hf_model, start_id: int, special: int = 1):
+    def __init__(self, hf_model, start_id: int, special: int = 1, prompt: tuple[int, ...] = ()):
         cfg = hf_model.config.decoder
         super().__init__(hf_model, start_id, cfg.vocab_size, hf_model.config.encoder.hidden_size, cfg.n_layer, cfg.n_head,
-                         special)
+                         special, prompt)
         self.decoder = hf_model.decoder                     # GPT2LMHeadModel
         self.gpt = self.decoder.transformer
 
@@ -434,12 +461,12 @@ class HFBert(HFDecoder):
     """A BERT-style decoder (post-LayerNorm layers with cross-attention): a VisionEncoderDecoderModel's
     BertLMHeadModel, or BlipForConditionalGeneration's text decoder (the same layout)."""
 
-    def __init__(self, hf_model, start_id: int, special: int = 1):
+    def __init__(self, hf_model, start_id: int, special: int = 1, prompt: tuple[int, ...] = ()):
         blip = hasattr(hf_model, "text_decoder")
         cfg = hf_model.config.text_config if blip else hf_model.config.decoder
         enc = hf_model.config.vision_config if blip else hf_model.config.encoder
         super().__init__(hf_model, start_id, cfg.vocab_size, enc.hidden_size, cfg.num_hidden_layers,
-                         cfg.num_attention_heads, special)
+                         cfg.num_attention_heads, special, prompt)
         self.text = hf_model.text_decoder if blip else hf_model.decoder   # BlipTextLMHeadModel / BertLMHeadModel
         self.scale = (cfg.hidden_size // cfg.num_attention_heads) ** -0.5
 
@@ -560,6 +587,7 @@ def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementati
     """`hf:PATH` or `hf-hub:ORG/NAME[@REVISION]` -> a model ready for the pipeline; CheckpointError (one
     line naming the file and what is wrong) for anything that cannot be run."""
     path, name = folder_of(spec)
+    prompt_text = split_prompt(spec)[1]
     config = check_folder(path, spec)           # before transformers is imported or any file is read by it
     kind = architecture(config)
     weights, files = weight_files(path, spec, set(os.listdir(path)))
@@ -603,7 +631,8 @@ def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementati
         raise CheckpointError(f"{spec}: the tokenizer has {len(tokenizer)} tokens, the decoder {size}")
     vocab = HFVocab(tokenizer, int(end), size)
     special = SPECIAL_TOKENS.get(enc.model_type, 1)
-    decoder = (HFGPT2 if kind[-1] == "gpt2" else HFBert)(model, int(start), special)
+    prompt = tuple(tokenizer(prompt_text, add_special_tokens=False)["input_ids"]) if prompt_text else ()
+    decoder = (HFGPT2 if kind[-1] == "gpt2" else HFBert)(model, int(start), special, prompt)
     side = patch_grid(kind[0], enc.image_size, enc.patch_size)   # the LOADED config's (its defaults filled in)
     meta = {**folder_meta(name, path, config, side), "vocab_size": len(vocab)}
     return HFLoadedModel(decoder, vocab, meta, name, HFImageEncoder(vision_module, processor, side, special, device))
