@@ -67,8 +67,8 @@ def test_a_new_caption_shows_attention_until_explained(studio, explored):
 def test_trust_card_has_a_map_and_numbers_per_method(studio, explored):
     page = P.trust_card(studio, explored, S.Style())
     methods = studio.methods("sat-soft")
-    assert methods == ("attention", "occlusion", "gradcam")
-    tiles = re.findall(r'data-method="(\w+)"><img src="data:image/jpeg;base64,[A-Za-z0-9+/=]{100,}"', page)
+    assert methods == ("attention", "occlusion", "superpixels", "gradcam", "kernelshap", "occlusion-fine")
+    tiles = re.findall(r'data-method="([\w-]+)"><img src="data:image/jpeg;base64,[A-Za-z0-9+/=]{100,}"', page)
     assert tiles == list(methods)
     aucs = [float(v) for v in re.findall(r'<b class="auc">(-?[\d.]+)</b>', page)]
     _, curves = studio.trust(explored)
@@ -78,7 +78,7 @@ def test_trust_card_has_a_map_and_numbers_per_method(studio, explored):
 
 def test_compare_methods_mode_is_one_caption_one_column_per_method(studio, explored):
     traces = studio.compare_methods(explored)
-    assert [t.model for t in traces] == ["sat-soft", "sat-soft · occlusion", "sat-soft · gradcam"]
+    assert [t.model for t in traces] == ["sat-soft", "sat-soft · occlusion", "sat-soft · superpixels", "sat-soft · gradcam"]
     assert len({tuple(s.word for s in t.steps) for t in traces}) == 1
 
 
@@ -116,9 +116,10 @@ def test_browser_explain_with_and_trust_card(server):
         expect(page.locator("#view")).to_contain_text("What the word needed (occlusion)")   # the view says which map
         page.get_by_text("Diagnose: grounding").click()
         page.locator("#trust-btn").click()
-        expect(page.locator("#trust .trust-tile")).to_have_count(3, timeout=180_000)
+        n = len(studio.methods("sat-soft"))
+        expect(page.locator("#trust .trust-tile")).to_have_count(n, timeout=300_000)
         numbers = page.locator("#trust .auc").all_inner_texts()
-        assert len(numbers) == 3 and all(re.fullmatch(r"-?\d+\.\d\d", n) for n in numbers)
+        assert len(numbers) == n and all(re.fullmatch(r"-?\d+\.\d\d", n) for n in numbers)
         shown = page.locator("#view img").get_attribute("src")   # a new caption: attention again, its view drawn
         page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "rocket.jpg"))
         page.wait_for_timeout(1500)

@@ -380,7 +380,8 @@ def test_explanations_through_the_models_own_encoder(tiny):
     from viewer.engine.pipeline import Captioner
     folder, _, _ = tiny
     cap, photo, model = Captioner(device="cpu"), load_photo(COFFEE), "hf:" + folder
-    assert available_methods(cap, model) == ("attention", "occlusion", "gradcam")
+    assert available_methods(cap, model) == ("attention", "occlusion", "superpixels", "gradcam", "kernelshap",
+                                             "occlusion-fine")
     caption = "a cup of coffee on the table"
     forced = cap.force([photo], model, [caption])[0]
     pipe = Pipeline(cap, photo, model, caption)
@@ -477,7 +478,7 @@ def test_evaluate_and_explain_an_hf_model_from_the_command_line(tiny, tiny_data,
     block = result["explain"]
     assert block["methods"] == ["attention", "occlusion", "gradcam"] and block["photos"] == 2
     assert block["object_words"] > 0                      # "cat" of chelsea's references: the figures mean something
-    assert np.isfinite(block["by_method"]["occlusion"]["auc_morf"])
+    assert all(np.isfinite(block["by_method"]["occlusion"][imp]["auc_morf"]) for imp in ("blur", "road"))
 
 
 def test_only_the_explicit_hub_form_touches_the_network(tmp_path, monkeypatch):

@@ -93,7 +93,7 @@ def cmd_caption(args) -> int:
                     step.update(drop_top=round(word.drop_top, 4), drop_random=round(word.drop_random, 4))
             if methods:
                 for step, more in zip(obj["steps"], step_explanations(captioner, photo, args.model, shown.token_ids,
-                                                                      methods)):
+                                                                      methods, _imputers(args.imputers))):
                     step.update(more)
             print(json.dumps(obj))
             continue
@@ -117,6 +117,15 @@ MODEL_COLUMNS = [   # (heading, where in the dev metrics); grounding and faithfu
     ("drop top", ("grounding", "faithfulness", "drop_top")),
     ("random", ("grounding", "faithfulness", "drop_random")),
 ]
+
+
+def _imputers(text: str) -> tuple[str, ...]:
+    from .analysis.explain import IMPUTERS
+    names = tuple(dict.fromkeys(n.strip() for n in (text or "").split(",") if n.strip()))
+    unknown = [n for n in names if n not in IMPUTERS]
+    if unknown or not names:
+        raise ValueError(f"--imputers: choose from {', '.join(IMPUTERS)} (comma-separated)")
+    return names
 
 
 def _methods(text: str | None) -> tuple[str, ...]:
@@ -257,7 +266,8 @@ def cmd_evaluate(args) -> int:
         regions = None if loaded.imported else [cache.load(p).regions for p in paths[:args.explain_photos or None]]
         explain_block = explain_report(captioner, args.model, data, paths, methods, regions=regions,
                                        photos=args.explain_photos, sanity=args.explain_sanity,
-                                       references=args.explain_references,
+                                       references=args.explain_references, imputers=_imputers(args.imputers),
+                                       records=args.explain_out, split=args.split,
                                        log=lambda m: print(m, file=sys.stderr, flush=True))
     plain = os.path.basename(loaded.name.removeprefix("hf-hub:").removeprefix("hf:").rstrip(os.sep)) or "model"   # hf:FOLDER -> FOLDER
     out = args.captions_out or f"captions_{plain}_{args.split}.json"
@@ -389,8 +399,12 @@ def _caption_parser(sub) -> None:
                    help="with --json: every step gets drop_top / drop_random, the drop of its word's log-probability "
                         "(nats) when the units holding the top half of its attention, or as many random ones, are hidden")
     p.add_argument("--explain", metavar="METHODS", help="with --json: every step gets 'explain' {method: 14x14 map} "
-                   "for these methods (attention, occlusion, gradcam, relevancy; comma-separated) with each map's "
-                   "pixel-space deletion AUC and ROAD score and the word's visual dependence")
+                   "for these methods (attention, occlusion, gradcam, relevancy, superpixels, kernelshap, "
+                   "occlusion-fine; comma-separated) and, per imputer, each map's pixel-space deletion AUC and gap "
+                   "(blur_gap; road = ROAD) and the word's visual dependence")
+    p.add_argument("--imputers", default="blur", metavar="NAMES",
+                   help="with --explain: what hidden pixels become when maps are scored: blur, road (ROAD's noisy "
+                        "linear imputation) or blur,road (default blur)")
     p.set_defaults(func=cmd_caption)
 
 
@@ -457,8 +471,14 @@ def _evaluate_parser(sub) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--features", help="precomputed features for imported models (.tsv, .hdf5 or folder of .npz)")
     p.add_argument("--explain", metavar="METHODS", help="comma-separated explanation methods (occlusion, gradcam, "
-                   "relevancy; attention is always the baseline) scored on the forced first reference's object "
-                   "words: deletion/LeRF/ROAD/insertion AUCs, grounding, sanity check (JSON key 'explain')")
+                   "relevancy, superpixels, kernelshap, occlusion-fine; attention is always the baseline) scored on "
+                   "the forced first reference's object words: deletion/LeRF/gap/insertion AUCs under each imputer, "
+                   "grounding, sanity check (JSON key 'explain')")
+    p.add_argument("--imputers", default="blur,road", metavar="NAMES",
+                   help="with --explain: the imputers every map is scored under (default blur,road)")
+    p.add_argument("--explain-out", metavar="FILE",
+                   help="with --explain: write each photo's record to FILE (JSON lines) as it finishes; run again "
+                        "to skip the photos already there (a changed setting is refused)")
     p.add_argument("--explain-photos", type=int, default=0, metavar="N",
                    help="with --explain: only the split's first N photos (0 = all; occlusion and deletion are slow)")
     p.add_argument("--explain-sanity", type=int, default=5, metavar="N",

@@ -1,32 +1,37 @@
-"""Per-word explanation methods scored over a split: `evaluate --explain METHODS` (issue 27, section 4).
+"""Per-word explanation methods scored over a split: `evaluate --explain METHODS`.
 
 For each photo (the split's first `photos`, in split order) the first reference caption (or every
 reference, `references="all"`) is forced through the model and its OBJECT words (those naming a
-COCO class, `grounding.word_class`) are explained by each method (explain.py, attention always
-included: it is the baseline). Per method, over those words:
+COCO class, `grounding.word_class`) are explained by each method (explain/, attention always
+included: it is the baseline). Per method, over those words, under EACH imputer (blur; road,
+ROAD's noisy linear imputation, which no method optimises):
 - pixel faithfulness (pixel_faithfulness.py): deletion AUC MoRF (drop in nats, high is good), LeRF
-  AUC (low is good), ROAD = (LeRF - MoRF) / 2 on the score (= (AUC_MoRF - AUC_LeRF) / 2 on drops,
-  high is good), insertion AUC (log-prob rise over the blurred photo, high is good); beside them the
-  random orders' AUCs (the floor);
-- grounding of the method's maps (14x14 grid cells) against the detector's proxy boxes, with the
-  centre / uniform / top-detection baselines (`grounding.ground_words`, `grounding_summary`);
-- image-level bootstrap 95% intervals (`grounding.bootstrap_ci`), and the TARGET: the paired per-word
-  difference of MoRF AUC between the best non-attention method and attention, with its interval;
-- the sanity check (Adebayo et al. 2018) on the first `sanity` photos: cascading randomisation of the
-  decoder, Spearman correlation of each method's maps before and after (all words of the caption).
+  AUC (low is good), the gap (AUC_MoRF - AUC_LeRF) / 2 (ROAD under road, the blur gap under blur;
+  high is good), insertion AUC (log-prob rise over the photo hidden entirely, high is good); beside
+  them the random orders' AUCs (the floor);
+- grounding of the method's maps (14x14 grid cells) against the detector's proxy boxes: pointing
+  strict and with TorchRay's 15 px tolerance, each beside the centre baseline, mass in box;
+- image-level bootstrap 95% intervals (`grounding.bootstrap_ci`), the paired per-word difference of
+  MoRF AUC between each method and attention under each imputer, and the verdict: a method ranks
+  what the word used better than attention only where every imputer's interval excludes 0;
+- the sanity check on the first `sanity` photos: the declared cascade, Spearman before/after, maps
+  that turn constant counted apart.
+A run is one record per photo (`photo_record`, JSON), appended to a file as it finishes and skipped
+when the run starts again; the report is one reduce of the sorted records (`summarise_records`).
 """
 from __future__ import annotations
 
+import os
 import time
+from dataclasses import asdict
 
 import numpy as np
 
 from ..engine.images import GRID, load_photo
-from .explain import Pipeline, available_methods, explain, randomisation_check
+from .explain import IMPUTERS, REGISTRY, Pipeline, available_methods, explain, randomisation_check
 from .grounding import PROXY_BOXES, bootstrap_ci, grid_units, ground_words, grounding_summary, word_class
 from .pixel_faithfulness import INSERT_LEVELS, LEVELS, deletion, insertion
 
-SANITY_SKIP = ("occlusion",)   # a full occlusion run per randomised layer: left out of the sanity check
 
 
 def paired_difference(a, b, images, seed: int = 0) -> dict:
@@ -46,9 +51,10 @@ def object_steps(words: list[str]) -> list[int]:
 
 
 def explain_photo(captioner, photo, model: str, caption: str, methods: tuple[str, ...], regions, image: int,
-                  with_insertion: bool = True, sanity: bool = False, sanity_methods: tuple[str, ...] = ()) -> dict:
-    """One photo and one forced caption: per object word, each method's AUCs; grounding items per
-    method; with `sanity`, the cascading-randomisation rows."""
+                  with_insertion: bool = True, sanity: bool = False, sanity_methods: tuple[str, ...] = (),
+                  imputers: tuple[str, ...] = IMPUTERS) -> dict:
+    """One photo and one forced caption: per object word, each method's AUCs under each imputer;
+    grounding items per method; with `sanity`, the cascading-randomisation stages."""
     start = time.perf_counter()
     pipe = Pipeline(captioner, photo, model, caption)
     steps = object_steps(pipe.words)
@@ -57,101 +63,195 @@ def explain_photo(captioner, photo, model: str, caption: str, methods: tuple[str
         return out
     found = explain(captioner, photo, model, caption, methods, pipe=pipe)
     out["seconds"] = dict(found.seconds)
-    t0 = time.perf_counter()
-    dele = deletion(pipe, found.maps, steps=steps)
-    out["seconds"]["deletion"] = time.perf_counter() - t0
-    ins = None
-    if with_insertion:
+    curves = {}
+    for imp in imputers:
         t0 = time.perf_counter()
-        ins = insertion(pipe, found.maps, steps=steps)
-        out["seconds"]["insertion"] = time.perf_counter() - t0
+        dele = deletion(pipe, found.maps, steps=steps, imputer=imp)
+        ins = insertion(pipe, found.maps, steps=steps, imputer=imp) if with_insertion else None
+        curves[imp] = (dele, ins)
+        out["seconds"][f"curves_{imp}"] = time.perf_counter() - t0
     units = grid_units(GRID * GRID)
     for m in methods:
         flat = found.maps[m].reshape(pipe.steps, -1).astype(np.float64)
-        found_words = ground_words(pipe.words, flat, units, regions, image=image)
+        found_words = ground_words(pipe.words, flat, units, regions, image=image, size=(photo.width, photo.height))
         out["grounding"][m] = [g for g in found_words if g.step in steps]
         out["empty"][m] = [bool(found.empty[m][t]) for t in steps]
-    rand_morf, rand_ins = dele.auc(), (ins.auc() if ins is not None else None)
     for t in steps:
-        row = {"image": image, "step": t, "word": pipe.words[t], "visual_dependence": float(dele.visual_dependence[t]),
-               "random_morf": float(rand_morf[t]), "methods": {}}
-        if ins is not None:
-            row["random_insertion"] = float(rand_ins[t])
-        for m in methods:
-            row["methods"][m] = {"morf": float(dele.auc(m, "morf")[t]), "lerf": float(dele.auc(m, "lerf")[t]),
-                                 "road": float(dele.road(m)[t])}
+        row = {"image": image, "step": t, "word": pipe.words[t], "visual_dependence": {}, "random_morf": {},
+               "methods": {m: {} for m in methods}}
+        for imp, (dele, ins) in curves.items():
+            row["visual_dependence"][imp] = float(dele.visual_dependence[t])
+            row["random_morf"][imp] = float(dele.auc()[t])
             if ins is not None:
-                row["methods"][m]["insertion"] = float(ins.auc(m)[t])
+                row.setdefault("random_insertion", {})[imp] = float(ins.auc()[t])
+            for m in methods:
+                cell = {"morf": float(dele.auc(m, "morf")[t]), "lerf": float(dele.auc(m, "lerf")[t]),
+                        "gap": float(dele.gap(m)[t])}
+                if ins is not None:
+                    cell["insertion"] = float(ins.auc(m)[t])
+                row["methods"][m][imp] = cell
         out["words"].append(row)
     if sanity and sanity_methods:
         t0 = time.perf_counter()
-        out["sanity"] = randomisation_check(captioner, photo, model, caption, sanity_methods, explanation=found,
-                                            pipe=pipe)
+        out["sanity"] = [asdict(stage) for stage in randomisation_check(captioner, photo, model, caption, sanity_methods,
+                                                                        explanation=found, pipe=pipe)]
         out["seconds"]["sanity"] = time.perf_counter() - t0
     out["seconds"]["total"] = time.perf_counter() - start
     return out
+
+
+def gap_name(imputer: str) -> str:
+    """ROAD is the gap under ROAD's imputer only; under the blur it is the blur gap."""
+    return "road" if imputer == "road" else f"{imputer}_gap"
 
 
 def _sanity_block(runs: list, methods: tuple[str, ...]) -> dict | None:
     runs = [r for r in runs if r]
     if not runs:
         return None
-    names = [name for name, _ in runs[0]]
-    stages = [{"layers_randomised": name, **{m: _mean([r[i][1][m] for r in runs]) for m in methods}}
-              for i, name in enumerate(names)]
-    return {"photos": len(runs), "methods": list(methods), "skipped": [m for m in SANITY_SKIP],
+    stages = []
+    for i, first in enumerate(runs[0]):
+        row = {"layers_randomised": first["layers"]}
+        for m in methods:
+            row[m] = _mean([r[i]["spearman"][m] for r in runs if r[i]["spearman"][m] is not None])
+            row[f"{m}_constant_maps"] = int(sum(r[i]["constant"][m] for r in runs))
+        stages.append(row)
+    return {"photos": len(runs), "methods": list(methods), "skipped": "methods that rerun the photos (occlusion, superpixels, KernelSHAP): a full run per stage",
             "words": "every word of the forced caption, <end> included",
+            "maps": int(sum(r[0]["words"] for r in runs)),
+            "order": "the model's declared cascade (CaptionModel.cascade), from the output down; tied weights named "
+                     "with the stage nearest the output",
             "measure": "mean Spearman correlation of each word's map before and after randomising the decoder's "
-                       "layers cumulatively from the output down (low = the maps depend on the model)",
-            "stages": stages, "all_randomised": {m: stages[-1][m] for m in methods}}
+                       "layers cumulatively from the output down (low = the maps depend on the model), over the maps "
+                       "that are not constant; maps that turn constant (no evidence left) are counted apart",
+            "stages": stages, "all_randomised": {m: stages[-1][m] for m in methods},
+            "all_randomised_constant_maps": {m: stages[-1][f"{m}_constant_maps"] for m in methods}}
+
+
+def verdict(per_imputer: dict[str, dict]) -> str:
+    """One method against attention from its paired MoRF difference under each imputer: better (or
+    worse) only where every imputer's interval excludes 0 on the same side; otherwise say so."""
+    signs = {}
+    for imp, d in per_imputer.items():
+        lo, hi = (d["ci"] or [None, None])
+        signs[imp] = "better" if lo is not None and lo > 0 else "worse" if hi is not None and hi < 0 else "unclear"
+    values = set(signs.values())
+    if len(values) == 1:
+        return {"better": "ranks what the word used better than attention under every imputer",
+                "worse": "ranks what the word used worse than attention under every imputer",
+                "unclear": "not distinguishable from attention under any imputer"}[values.pop()]
+    return "the imputers disagree (" + ", ".join(f"{imp}: {v}" for imp, v in signs.items()) + ")"
 
 
 def summarise(rows: list[dict], grounding: dict[str, list], methods: tuple[str, ...], empty: dict[str, list],
-              with_insertion: bool = True) -> dict:
-    """The per-method block and the target from per-word rows (`explain_photo`'s 'words')."""
+              with_insertion: bool = True, imputers: tuple[str, ...] = IMPUTERS) -> dict:
+    """The per-method blocks (each imputer apart), the target and the verdict from per-word rows."""
     images = [r["image"] for r in rows]
     ci = lambda vals: bootstrap_ci(vals, images)  # noqa: E731
-    out = {"visual_dependence": _mean([r["visual_dependence"] for r in rows]),
-           "random": {"auc_morf": _mean([r["random_morf"] for r in rows]),
-                      "auc_morf_ci": ci([r["random_morf"] for r in rows])},
-           "by_method": {}}
-    if with_insertion:
-        out["random"]["auc_insertion"] = _mean([r["random_insertion"] for r in rows])
-        out["random"]["auc_insertion_ci"] = ci([r["random_insertion"] for r in rows])
+    out = {"visual_dependence": {imp: _mean([r["visual_dependence"][imp] for r in rows]) for imp in imputers},
+           "random": {}, "by_method": {}}
+    for imp in imputers:
+        rand = [r["random_morf"][imp] for r in rows]
+        out["random"][imp] = {"auc_morf": _mean(rand), "auc_morf_ci": ci(rand)}
+        if with_insertion:
+            vals = [r["random_insertion"][imp] for r in rows]
+            out["random"][imp].update(auc_insertion=_mean(vals), auc_insertion_ci=ci(vals))
     for m in methods:
         block = {}
-        keys = (("auc_morf", "morf"), ("auc_lerf", "lerf"), ("road", "road"))
-        keys += (("auc_insertion", "insertion"),) if with_insertion else ()
-        for name, key in keys:
-            vals = [r["methods"][m][key] for r in rows]
-            block[name], block[name + "_ci"] = _mean(vals), ci(vals)
-        block["morf_minus_random"] = paired_difference([r["methods"][m]["morf"] for r in rows],
-                                                       [r["random_morf"] for r in rows], images)
+        for imp in imputers:
+            sub = {}
+            keys = (("auc_morf", "morf"), ("auc_lerf", "lerf"), (gap_name(imp), "gap"))
+            keys += (("auc_insertion", "insertion"),) if with_insertion else ()
+            for name, key in keys:
+                vals = [r["methods"][m][imp][key] for r in rows]
+                sub[name], sub[name + "_ci"] = _mean(vals), ci(vals)
+            sub["morf_minus_random"] = paired_difference([r["methods"][m][imp]["morf"] for r in rows],
+                                                         [r["random_morf"][imp] for r in rows], images)
+            block[imp] = sub
         block["empty_maps"] = _mean([float(e) for e in empty.get(m, [])])
         block["grounding"] = grounding_summary(grounding[m])
         out["by_method"][m] = block
     others = [m for m in methods if m != "attention"]
     target = {"metric": "deletion AUC (MoRF, drop in nats, high is good): method - attention, paired per word, "
-                        "image-level bootstrap 95% interval",
-              "per_method": {m: paired_difference([r["methods"][m]["morf"] for r in rows],
-                                                  [r["methods"]["attention"]["morf"] for r in rows], images)
-                             for m in others}}
-    if others and rows:
-        best = max(others, key=lambda m: out["by_method"][m]["auc_morf"])
-        target["best_non_attention"] = best
-        target.update(target["per_method"][best])
-        target["note"] = "the best method is chosen on these same words (highest mean MoRF AUC)"
+                        "image-level bootstrap 95% interval, under each imputer",
+              "per_method": {m: {imp: paired_difference([r["methods"][m][imp]["morf"] for r in rows],
+                                                        [r["methods"]["attention"][imp]["morf"] for r in rows], images)
+                                 for imp in imputers} for m in others}}
+    target["verdict"] = {m: verdict(target["per_method"][m]) for m in others} if rows else {}
     out["target"] = target
     return out
 
 
+def fingerprint(captioner, model: str, split: str | None, methods, imputers, references: str, with_insertion: bool,
+                sanity: int) -> dict:
+    """What a record depends on: a record file made with other settings is refused, never mixed."""
+    import hashlib
+    lm = captioner.model(model)
+    weights = hashlib.sha256(open(lm.path, "rb").read()).hexdigest()[:16] if os.path.isfile(lm.path) else lm.name
+    return {"model": lm.name, "checkpoint": weights, "split": split,
+            "methods": list(methods), "imputers": list(imputers), "references": references,
+            "insertion": with_insertion, "sanity_photos": sanity, "levels": list(LEVELS),
+            "insert_levels": list(INSERT_LEVELS),
+            "method_settings": {m: repr(vars(REGISTRY[m])) for m in methods}}
+
+
+def read_records(path: str | None, stamp: dict) -> dict[int, dict]:
+    """The records already in `path` (JSON lines: the fingerprint first, then one record per photo),
+    by photo index; refused if made with other settings. A half-written last line is dropped."""
+    import json
+    import os
+    if not path or not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        lines = f.read().splitlines()
+    if not lines:
+        return {}
+    if json.loads(lines[0]).get("fingerprint") != stamp:
+        raise ValueError(f"{path} holds records made with other settings (its first line is their fingerprint): "
+                         "use another file, or delete it to start again")
+    out = {}
+    for line in lines[1:]:
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:   # a run stopped mid-line
+            continue
+        out[rec["index"]] = rec
+    return out
+
+
+def photo_record(captioner, model: str, data, path: str, index: int, methods, regions, references: str,
+                 with_insertion: bool, sanity: bool, sanity_methods, imputers) -> dict:
+    """Every caption of one photo explained and scored: the record `summarise_records` reduces."""
+    photo = load_photo(path)
+    reg = regions if regions is not None else captioner.vision.detector.detect(photo.rgb)
+    caps = data.captions[path][:1] if references == "first" else data.captions[path]
+    rec = {"index": index, "photo": os.path.basename(path), "words": [], "grounding": {m: [] for m in methods},
+           "empty": {m: [] for m in methods}, "sanity": None, "seconds": []}
+    for j, caption in enumerate(caps):
+        found = explain_photo(captioner, photo, model, caption, methods, reg, index, with_insertion,
+                              sanity=sanity and j == 0, sanity_methods=sanity_methods, imputers=imputers)
+        rec["words"] += found["words"]
+        for m in methods:
+            rec["grounding"][m] += [asdict(g) for g in found["grounding"][m]]
+            rec["empty"][m] += found["empty"].get(m, [])
+        rec["sanity"] = rec["sanity"] or found["sanity"]
+        if found["seconds"]:
+            rec["seconds"].append({k: round(v, 3) for k, v in found["seconds"].items()})
+    return rec
+
+
 def explain_report(captioner, model: str, data, paths: list[str], methods: tuple[str, ...], regions=None,
                    photos: int | None = None, sanity: int = 5, references: str = "first",
-                   with_insertion: bool = True, log=None) -> dict:
-    """The "explain" block of `evaluate --explain`: see the module docstring.
+                   with_insertion: bool = True, log=None, imputers: tuple[str, ...] = IMPUTERS,
+                   records: str | None = None, split: str | None = None) -> dict:
+    """The "explain" block of `evaluate --explain`: see the module docstring. One record per photo
+    (`photo_record`), then one reduce of the sorted records (`summarise_records`).
 
     `paths`: the split's photos (the first `photos` are used); `regions`: their proxy boxes (the
-    feature cache's detections, as the published grounding uses; detected here when None)."""
+    feature cache's detections, as the published grounding uses; detected here when None);
+    `records`: a JSON-lines file the records are appended to as they finish; the photos already in
+    it are not run again (its fingerprint must match these settings)."""
+    import json
     if references not in ("first", "all"):
         raise ValueError("references: 'first' or 'all'")
     possible = available_methods(captioner, model)
@@ -160,64 +260,91 @@ def explain_report(captioner, model: str, data, paths: list[str], methods: tuple
     asked = tuple(dict.fromkeys(("attention",) + tuple(methods)))
     used = tuple(m for m in asked if m in possible)
     skipped = [m for m in asked if m not in possible]
-    sanity_methods = tuple(m for m in used if m not in SANITY_SKIP)
+    sanity_methods = tuple(m for m in used if REGISTRY[m].cascade)
     chosen = list(range(len(paths)))[:photos] if photos else list(range(len(paths)))
-    rows, grounding, empty, sanity_runs, seconds = [], {m: [] for m in used}, {m: [] for m in used}, [], []
+    stamp = fingerprint(captioner, model, split, used, imputers, references, with_insertion, sanity)
+    done = read_records(records, stamp)
+    if records and not done:
+        with open(records, "w") as f:
+            f.write(json.dumps({"fingerprint": stamp}) + "\n")
     start = time.perf_counter()
     for n, i in enumerate(chosen):
-        photo = load_photo(paths[i])
-        reg = regions[i] if regions is not None else captioner.vision.detector.detect(photo.rgb)
-        caps = data.captions[paths[i]][:1] if references == "first" else data.captions[paths[i]]
-        for j, caption in enumerate(caps):
-            found = explain_photo(captioner, photo, model, caption, used, reg, i, with_insertion,
-                                  sanity=n < sanity and j == 0, sanity_methods=sanity_methods)
-            rows += found["words"]
-            for m in used:
-                grounding[m] += found["grounding"][m]
-                empty[m] += found["empty"].get(m, [])
-            sanity_runs.append(found["sanity"])
-            if found["seconds"]:
-                seconds.append(found["seconds"])
+        if i in done:
+            continue
+        rec = photo_record(captioner, model, data, paths[i], i, used, None if regions is None else regions[i],
+                           references, with_insertion, n < sanity, sanity_methods, imputers)
+        done[i] = rec
+        if records:
+            with open(records, "a") as f:
+                f.write(json.dumps(rec) + "\n")
         if log:
-            log(f"explain {n + 1}/{len(chosen)} photos, {len(rows)} words, {time.perf_counter() - start:.0f} s")
-    block = {"model": model, "methods": list(used), "methods_skipped": skipped,
-             "photos": len(chosen), "photos_with_object_words": len({r["image"] for r in rows}),
-             "photo_selection": "the split's first photos, in split order",
-             "words": f"object words (grounding.word_class) of the {'first reference caption' if references == 'first' else 'reference captions'}"
-                      " of each photo, forced through the model; <end> and other words left out",
-             "references": references, "object_words": len(rows),
-             "maps": "14x14 grid over the photo, each word's map clamped at 0 and summing to 1; attention of region "
-                     "models projected onto the grid",
-             "perturbation": "hidden cells replaced by the blurred photo (explain.BLUR_SIGMA), whole pipeline rerun",
-             "deletion_levels": list(LEVELS), "insertion_levels": list(INSERT_LEVELS) if with_insertion else None,
-             "units": "nats of the word's log-prob: MoRF/LeRF = mean drop (MoRF high is good, LeRF low is good); "
-                      "road = (LeRF - MoRF) / 2 on the score (high is good); insertion = mean rise over the blurred "
-                      "photo (high is good); random = random cell orders (the floor)",
-             "boxes": PROXY_BOXES,
-             "grounding_note": "grounding of each method's maps over the 14x14 cells on the same object words; "
-                               "baselines (centre, uniform, top detection) as in the published grounding",
-             "ci": "image-level bootstrap 95% intervals (grounding.bootstrap_ci)"}
-    block.update(summarise(rows, grounding, used, empty, with_insertion))
-    block["sanity"] = _sanity_block(sanity_runs, sanity_methods)
-    keys = sorted({k for s in seconds for k in s})
-    block["seconds_per_caption"] = {k: _mean([s[k] for s in seconds if k in s]) for k in keys}
+            log(f"explain {len([c for c in chosen if c in done])}/{len(chosen)} photos, "
+                f"{time.perf_counter() - start:.0f} s")
+    block = summarise_records([done[i] for i in chosen if i in done], used, imputers, with_insertion, sanity_methods)
+    block.update(model=model, methods_skipped=skipped, photos_asked=len(chosen), references=references,
+                 words=f"object words (grounding.word_class) of the "
+                       f"{'first reference caption' if references == 'first' else 'reference captions'} of each photo, "
+                       "forced through the model; <end> and other words left out")
     block["seconds"] = round(time.perf_counter() - start, 1)
     return block
 
 
+def summarise_records(recs: list[dict], methods: tuple[str, ...], imputers: tuple[str, ...], with_insertion: bool,
+                      sanity_methods: tuple[str, ...]) -> dict:
+    """The report from per-photo records (sorted by photo index): the same whatever ran them."""
+    from .grounding import Grounding
+    recs = sorted(recs, key=lambda r: r["index"])
+    rows = [w for r in recs for w in r["words"]]
+    grounding = {m: [Grounding(**g) for r in recs for g in r["grounding"][m]] for m in methods}
+    empty = {m: [e for r in recs for e in r["empty"][m]] for m in methods}
+    seconds = [s for r in recs for s in r["seconds"]]
+    block = {"methods": list(methods), "imputers": list(imputers),
+             "photos": len(recs), "photos_with_object_words": len({r["image"] for r in rows}),
+             "photo_selection": "the split's first photos, in split order",
+             "object_words": len(rows),
+             "maps": "14x14 grid over the photo, each word's map clamped at 0 and summing to 1; attention of region "
+                     "models projected onto the grid; superpixel maps pooled onto it",
+             "perturbation": "hidden cells imputed, whole pipeline rerun: blur = the photo blurred (sigma 12 px on "
+                             "224, as occlusion and superpixel ablation build their maps); road = ROAD's noisy linear "
+                             "imputation (pytorch-grad-cam's NoisyLinearImputer, followed exactly), which no method "
+                             "optimises",
+             "deletion_levels": list(LEVELS), "insertion_levels": list(INSERT_LEVELS) if with_insertion else None,
+             "units": "nats of the word's log-prob: MoRF/LeRF = mean drop (MoRF high is good, LeRF low is good); "
+                      "road (under road) and blur_gap (under blur) = (LeRF - MoRF) / 2 on the score (high is good); "
+                      "insertion = mean rise over the photo hidden entirely (high is good); random = random cell "
+                      "orders (the floor)",
+             "boxes": PROXY_BOXES,
+             "grounding_note": "grounding of each method's maps over the 14x14 cells on the same object words; "
+                               "baselines (centre, uniform, top detection) as in the published grounding; pointing "
+                               "strict and with TorchRay's 15 px tolerance, each with the centre baseline",
+             "ci": "image-level bootstrap 95% intervals (grounding.bootstrap_ci)"}
+    block.update(summarise(rows, grounding, methods, empty, with_insertion, imputers))
+    block["sanity"] = _sanity_block([r["sanity"] for r in recs], sanity_methods)
+    keys = sorted({k for s in seconds for k in s})
+    block["seconds_per_caption"] = {k: _mean([s[k] for s in seconds if k in s]) for k in keys}
+    return block
+
+
 def explain_table(block: dict) -> str:
-    """A compact text table of an explain block, for evaluate without --json."""
-    keys = ("auc_morf", "auc_lerf", "road", "auc_insertion")
-    lines = [f"explain ({block['object_words']} object words on {block['photos_with_object_words']} photos; nats; "
-             f"random MoRF {block['random']['auc_morf']}, insertion {block['random'].get('auc_insertion')})",
-             "  method       " + "  ".join(f"{k:>14s}" for k in keys) + "   pointing  mass_in_box  off_centre"]
+    """A compact text table of an explain block, for evaluate without --json: per method and imputer."""
+    lines = [f"explain ({block['object_words']} object words on {block['photos_with_object_words']} photos; nats)"]
+    for imp in block["imputers"]:
+        gap = gap_name(imp)
+        keys = ("auc_morf", "auc_lerf", gap, "auc_insertion")
+        rand = block["random"][imp]
+        lines.append(f"  imputer {imp}: random MoRF {rand['auc_morf']}, insertion {rand.get('auc_insertion')}")
+        lines.append("  method          " + "  ".join(f"{k:>14s}" for k in keys))
+        for m, b in block["by_method"].items():
+            lines.append(f"  {m:15s} " + "  ".join(f"{str(b[imp].get(k)):>14s}" for k in keys))
+    lines.append("  method          pointing  tolerant  centre  centre_tol  mass_in_box  off_centre")
     for m, b in block["by_method"].items():
         g = b["grounding"]
-        lines.append(f"  {m:12s} " + "  ".join(f"{str(b.get(k)):>14s}" for k in keys)
-                     + f"   {g['pointing']}  {g['mass_in_box']}  {g['pointing_off_centre']}")
-    t = block["target"]
-    if "best_non_attention" in t:
-        lines.append(f"  target: MoRF AUC {t['best_non_attention']} - attention = {t['difference']} (95% CI {t['ci']})")
+        lines.append(f"  {m:15s} {g['pointing']}  {g.get('pointing_tolerant')}  {g['pointing_centre_baseline']}  "
+                     f"{g.get('pointing_tolerant_centre_baseline')}  {g['mass_in_box']}  {g['pointing_off_centre']}")
+    for m, v in block["target"].get("verdict", {}).items():
+        diffs = ", ".join(f"{imp} {d['difference']} {d['ci']}" for imp, d in block["target"]["per_method"][m].items())
+        lines.append(f"  {m} - attention (MoRF): {diffs}: {v}")
     if block.get("sanity"):
-        lines.append(f"  sanity (all layers randomised, Spearman): {block['sanity']['all_randomised']}")
+        lines.append(f"  sanity (all layers randomised, Spearman): {block['sanity']['all_randomised']}; constant maps "
+                     f"{block['sanity']['all_randomised_constant_maps']} of {block['sanity']['maps']}")
     return "\n".join(lines)

@@ -8,7 +8,9 @@ the feature cache). Per word we measure
 - box area: the union's share of the photo (what uniform attention would score);
 - pointing: whether the centre of the most attended cell or region lies inside a box (beside it,
   the baseline that always points at the photo's centre, and pointing on the words whose boxes
-  miss the centre, where that baseline scores 0);
+  miss the centre, where that baseline scores 0); beside the strict rule, TorchRay's pointing game
+  tolerance (a hit within `TOLERANCE_PX` = 15 px of a box, in the photo's pixels), with the centre
+  baseline under each rule and the ratio to it;
 - entropy of the word's attention (nats; uniform over K units is log K).
 Every figure stands beside baselines of the same kind on the same words: uniform attention over
 the model's own units (its mass in box), always pointing at the centre, and the label-blind rule
@@ -30,6 +32,7 @@ from ..engine.trace import entropy
 from ..engine.vision.boxes import CONTEXT, Regions
 
 RASTER = 112   # side of the raster that box unions are drawn on
+TOLERANCE_PX = 15   # TorchRay's pointing game: a peak within 15 px of the object's box is a hit
 PROXY_BOXES = "proxy boxes: the COCO SSD detector's boxes of the named class on the same photo"
 
 # caption word -> COCO class; plural forms are handled by `word_class`. Sports words that are mostly
@@ -94,9 +97,10 @@ def inside_fractions(units: np.ndarray, boxes: np.ndarray, raster: int = RASTER)
 CENTRE = np.array([0.5, 0.5, 0.5, 0.5])   # the photo's centre, as a zero-size box: the centre pointer
 
 
-def centre_inside(unit: np.ndarray, boxes: np.ndarray) -> bool:
+def centre_inside(unit: np.ndarray, boxes: np.ndarray, tolerance: tuple[float, float] = (0.0, 0.0)) -> bool:
+    """Whether the unit's centre lies in a box, each box grown by `tolerance` (x, y; normalised)."""
     cx, cy = (unit[0] + unit[2]) / 2, (unit[1] + unit[3]) / 2
-    b = np.asarray(boxes).reshape(-1, 4)
+    b = np.asarray(boxes, np.float64).reshape(-1, 4) + np.array([-tolerance[0], -tolerance[1], tolerance[0], tolerance[1]])
     return bool(((b[:, 0] <= cx) & (cx <= b[:, 2]) & (b[:, 1] <= cy) & (cy <= b[:, 3])).any())
 
 
@@ -116,13 +120,17 @@ class Grounding:
     drawn_hit: bool | None = None   # hard attention: pointing with the cell it drew
     heatmap_hit: bool | None = None  # region models: pointing at the peak of the summed-weight heatmap
     image: int = 0                # which photo (for image-level bootstrap intervals)
+    tolerant_hit: bool | None = None         # pointing within TOLERANCE_PX of a box (TorchRay)
+    centre_tolerant_hit: bool | None = None  # the centre pointer under the same tolerance
 
 
 def ground_words(words: list[str], attention: np.ndarray, units: np.ndarray, regions: Regions,
-                 drawn: np.ndarray | None = None, heatmap: bool = False, image: int = 0) -> list[Grounding]:
+                 drawn: np.ndarray | None = None, heatmap: bool = False, image: int = 0,
+                 size: tuple[int, int] = (224, 224)) -> list[Grounding]:
     """Per object word: how much of its attention (row t of `attention`, over `units`) lies on its
     boxes, and the baselines on the same word. `drawn` (T,): hard attention's sampled cells;
-    `heatmap`: also point at the peak of the summed region weights (region models)."""
+    `heatmap`: also point at the peak of the summed region weights (region models); `size`: the
+    photo's (width, height) in pixels, for the pointing tolerance."""
     labels = np.array(regions.labels)
     top = top_detection(regions)
     out = []
@@ -135,23 +143,26 @@ def ground_words(words: list[str], attention: np.ndarray, units: np.ndarray, reg
             out.append(Grounding(t, word, cls, image=image))
             continue
         out.append(ground_word(t, word, cls, attention[t], units, boxes, image, top,
-                               None if drawn is None else units[int(drawn[t])], heatmap))
+                               None if drawn is None else units[int(drawn[t])], heatmap, size))
     return out
 
 
 def ground_word(t: int, word: str, name: str, a: np.ndarray, units: np.ndarray, boxes: np.ndarray, image: int = 0,
-                top: np.ndarray | None = None, drawn_unit: np.ndarray | None = None, heatmap: bool = False
-                ) -> Grounding:
+                top: np.ndarray | None = None, drawn_unit: np.ndarray | None = None, heatmap: bool = False,
+                size: tuple[int, int] = (224, 224)) -> Grounding:
     """One word's map `a` (over `units`) against the boxes of what it names: the mass inside, pointing
     (an all-zero map, no evidence, points nowhere), and on the same boxes the centre pointer, uniform
     mass, and (when given) the top detection, hard attention's drawn unit and the region heatmap's peak."""
     inside = inside_fractions(units, boxes)
+    tol = (TOLERANCE_PX / max(size[0], 1), TOLERANCE_PX / max(size[1], 1))
     return Grounding(
         t, word, name, float((a * inside).sum()), float(union_mask(boxes, RASTER).mean()),
         bool(a.any()) and centre_inside(units[int(np.argmax(a))], boxes), centre_inside(CENTRE, boxes),
         uniform=float(inside.mean()), top_detection_hit=None if top is None else centre_inside(top, boxes),
         drawn_hit=None if drawn_unit is None else centre_inside(drawn_unit, boxes),
-        heatmap_hit=centre_inside(heatmap_peak(units, a), boxes) if heatmap else None, image=image)
+        heatmap_hit=centre_inside(heatmap_peak(units, a), boxes) if heatmap else None, image=image,
+        tolerant_hit=bool(a.any()) and centre_inside(units[int(np.argmax(a))], boxes, tol),
+        centre_tolerant_hit=centre_inside(CENTRE, boxes, tol))
 
 
 def top_detection(regions: Regions) -> np.ndarray | None:
@@ -257,6 +268,16 @@ def grounding_summary(items: list[Grounding], entropies=(), uniform=()) -> dict:
              "pointing_off_centre_top_detection_baseline": mean([float(g.top_detection_hit) for g in off
                                                                  if g.top_detection_hit is not None]),
              "entropy": mean(entropies), "entropy_uniform": mean(uniform)}
+    tolerant = [g for g in seen if g.tolerant_hit is not None]
+    if tolerant:
+        block["pointing_tolerant"] = mean([float(g.tolerant_hit) for g in tolerant])
+        block["pointing_tolerant_ci"] = ci(tolerant, lambda g: float(g.tolerant_hit))
+        block["pointing_tolerant_centre_baseline"] = mean([float(g.centre_tolerant_hit) for g in tolerant])
+        block["tolerance_px"] = TOLERANCE_PX
+    ratio = lambda a, b: round(a / b, 3) if a is not None and b else None  # noqa: E731
+    block["pointing_to_centre"] = ratio(block["pointing"], block["pointing_centre_baseline"])
+    if tolerant:
+        block["pointing_tolerant_to_centre"] = ratio(block["pointing_tolerant"], block["pointing_tolerant_centre_baseline"])
     drawn = [g for g in seen if g.drawn_hit is not None]
     if drawn:
         block["pointing_drawn_cell"] = mean([float(g.drawn_hit) for g in drawn])

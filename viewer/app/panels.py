@@ -202,7 +202,8 @@ def _bars(title: str, alternatives: list[tuple[str, float]]) -> str:
 
 def trust_card(studio: Studio, ex: Exploration, style: Style) -> str:
     """HTML: "which map to trust" for the selected word: each method's map, how much hiding the
-    photo in its order costs the word (deletion AUC, most relevant first; ROAD's (LeRF - MoRF) / 2),
+    photo in its order costs the word (deletion AUC, most relevant first; the blur gap (LeRF - MoRF) / 2,
+    ROAD's formula under the blur: the reports give ROAD under its own imputer),
     whether its peak lies on the detector's boxes of the object the word names, and how much the
     word depends on the photo at all (visual dependence)."""
     found, curves = studio.trust(ex)
@@ -220,7 +221,7 @@ def trust_card(studio: Studio, ex: Exploration, style: Style) -> str:
         tiles.append(f'<div class="trust-tile" data-method="{m}"><img src="data:image/jpeg;base64,{img}" '
                      f'alt="{html.escape(m)}"/><div><b>{html.escape(METHOD_LABELS[m])}</b></div>'
                      f'<div>deletion AUC <b class="auc">{curves.auc(m)[t]:.2f}</b> nats &middot; '
-                     f'ROAD {curves.road(m)[t]:+.2f}</div><div>{point}</div></div>')
+                     f'blur gap {curves.gap(m)[t]:+.2f}</div><div>{point}</div></div>')
     dep = float(curves.visual_dependence[t])
     return (f'<div class="step-facts">Which map to trust for <b>{html.escape(word)}</b>? Blurring the photo '
             f"in each map's order (most relevant first, up to 90%) lowers log p({html.escape(word)}) on average "

@@ -341,7 +341,7 @@ class Studio:
             ex.dependence[ex.tokens] = self._once(self._dependences, key, lambda: visual_dependence(self.pipe(ex)))
         return ex.dependence[ex.tokens]
 
-    def compare_methods(self, ex: Exploration, columns: int = 3) -> list[AttentionTrace]:
+    def compare_methods(self, ex: Exploration, columns: int = 4) -> list[AttentionTrace]:
         """Compare's "methods" mode: the Exploration's caption drawn with each method's maps (the
         first `columns` of the model's methods; the Explain-with choice shows any of them)."""
         out = []

@@ -627,6 +627,10 @@ def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementati
                                        else tokenizer.sep_token_id)
     if start is None or end is None:
         raise CheckpointError(f"{spec}: config.json names no decoder start token or end token")
+    for role, token in (("decoder start", start), ("end", end)):
+        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < size:
+            raise CheckpointError(f"{spec}: config.json's {role} token {token!r} is no token id of its "
+                                  f"{size}-token vocabulary")
     if len(tokenizer) > size:
         raise CheckpointError(f"{spec}: the tokenizer has {len(tokenizer)} tokens, the decoder {size}")
     vocab = HFVocab(tokenizer, int(end), size)
