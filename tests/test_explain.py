@@ -12,6 +12,7 @@ import torch.nn as nn
 
 from viewer.analysis import explain as ex
 from viewer.analysis import pixel_faithfulness as pf
+from viewer.engine.decoding import DecodeSettings
 from viewer.engine.images import GRID, AttendsTo, Photo
 from viewer.engine.models.base import CaptionModel, Step, build_model
 from viewer.engine.vision import FeatureSource, ImageFeatures
@@ -359,3 +360,20 @@ def test_superpixel_maps_put_their_relevance_in_the_segments_the_model_reads(toy
 def test_constant_maps_are_counted_apart_not_as_zero_correlation():
     flat = np.zeros((GRID, GRID))
     assert ex.sanity.constant(flat) and not ex.sanity.constant(true_map()[0])
+
+
+def test_sun_ablation_zeroes_the_top_patches_and_the_true_map_costs_the_word_most(toy):
+    """Sun et al.'s ablation on the toy: zeroing the top 20 of 784 patches in the true map's order
+    (all inside the seen cells) costs the word far more than a random order; the ablated photos are
+    decoded anew (one caption each)."""
+    cap, _, _ = toy
+    pipe = ex.Pipeline(cap, block_photo(), "toy", "a bright thing")   # far from saturation: a drop shows
+    t = pipe.words.index("bright")
+    maps = {"true": np.repeat(true_map(), pipe.steps, 0)}
+    found = pf.sun_ablation(pipe, maps, [t], DecodeSettings(strategy="greedy", max_len=3))
+    assert set(found[t]) == {"true", "random"}
+    assert found[t]["true"]["drop"] > found[t]["random"]["drop"] + 0.05
+    assert isinstance(found[t]["true"]["gone"], bool)
+    zero = pipe.imputed(pipe.image, pipe.blurred, torch.zeros(1, 28, 28), "zero")
+    assert torch.allclose(zero, torch.full_like(zero, 127.5))             # the encoder's normalised 0
+    assert len(pipe.captions(torch.ones(2, 28, 28), "zero", DecodeSettings(strategy="greedy", max_len=3))) == 2

@@ -110,6 +110,9 @@ def test_explain_report_block_has_every_key_and_resumes_from_its_records(caption
     assert all(v is None or -1 <= v <= 1 for v in s["all_randomised"].values())
     assert block["seconds_per_caption"]["gradcam"] > 0 and block["seconds_per_caption"]["curves_road"] > 0
     assert "gradcam - attention (MoRF)" in explain_table(block)
+    sun = block["sun_ablation"]["by_method"]
+    assert set(sun) == {"attention", "gradcam", "random"}
+    assert all(0 <= b["gone"] <= 1 and np.isfinite(b["drop"]) for b in sun.values())
 
 
 def test_verdict_needs_every_imputer_to_agree():

@@ -30,7 +30,10 @@ import numpy as np
 from ..engine.images import GRID, load_photo
 from .explain import IMPUTERS, REGISTRY, Pipeline, available_methods, explain, randomisation_check
 from .grounding import PROXY_BOXES, bootstrap_ci, grid_units, ground_words, grounding_summary, word_class
-from .pixel_faithfulness import INSERT_LEVELS, LEVELS, deletion, insertion
+from ..engine.decoding import DecodeSettings
+from .pixel_faithfulness import INSERT_LEVELS, LEVELS, SUN_PATCHES, SUN_TOP, deletion, insertion, sun_ablation
+
+SUN_DECODE = DecodeSettings(strategy="beam", beam_size=3, max_len=20)   # the ablated photo's caption, as evaluate decodes
 
 
 
@@ -91,6 +94,11 @@ def explain_photo(captioner, photo, model: str, caption: str, methods: tuple[str
                     cell["insertion"] = float(ins.auc(m)[t])
                 row["methods"][m][imp] = cell
         out["words"].append(row)
+    t0 = time.perf_counter()
+    sun = sun_ablation(pipe, found.maps, steps, SUN_DECODE)
+    for row in out["words"]:
+        row["sun"] = sun[row["step"]]
+    out["seconds"]["sun_ablation"] = time.perf_counter() - t0
     if sanity and sanity_methods:
         t0 = time.perf_counter()
         out["sanity"] = [asdict(stage) for stage in randomisation_check(captioner, photo, model, caption, sanity_methods,
@@ -179,6 +187,15 @@ def summarise(rows: list[dict], grounding: dict[str, list], methods: tuple[str, 
                                  for imp in imputers} for m in others}}
     target["verdict"] = {m: verdict(target["per_method"][m]) for m in others} if rows else {}
     out["target"] = target
+    out["sun_ablation"] = {
+        "protocol": f"Sun et al. 2020: the top {SUN_TOP} of the {SUN_PATCHES ** 2} 8x8 patches of the input zeroed "
+                    "(the encoder's normalised 0) in each map's order, or a random order; the caption decoded anew "
+                    "(beam 3): the share of object words whose object it no longer names, and the forced word's "
+                    "log-prob drop (nats)",
+        "by_method": {m: {"gone": _mean([float(r["sun"][m]["gone"]) for r in rows]),
+                          "gone_ci": ci([float(r["sun"][m]["gone"]) for r in rows]),
+                          "drop": _mean([r["sun"][m]["drop"] for r in rows]),
+                          "drop_ci": ci([r["sun"][m]["drop"] for r in rows])} for m in (*methods, "random")}}
     return out
 
 
@@ -192,6 +209,7 @@ def fingerprint(captioner, model: str, split: str | None, methods, imputers, ref
             "methods": list(methods), "imputers": list(imputers), "references": references,
             "insertion": with_insertion, "sanity_photos": sanity, "levels": list(LEVELS),
             "insert_levels": list(INSERT_LEVELS),
+            "sun_ablation": {"patches": SUN_PATCHES ** 2, "top": SUN_TOP, "decode": repr(SUN_DECODE)},
             "method_settings": {m: repr(vars(REGISTRY[m])) for m in methods}}
 
 
@@ -348,3 +366,45 @@ def explain_table(block: dict) -> str:
         lines.append(f"  sanity (all layers randomised, Spearman): {block['sanity']['all_randomised']}; constant maps "
                      f"{block['sanity']['all_randomised_constant_maps']} of {block['sanity']['maps']}")
     return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m viewer.analysis.explain_eval`: the committed which-map-to-trust reports. Every model's
+    records grow round-robin, `--step` photos at a time, in the split's order, so a stopped run leaves
+    every model with a report of the same photos (each report says how many); run it again to go on."""
+    import argparse
+    import json
+    from ..engine.pipeline import Captioner
+    from ..training.datasets import load_dataset
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("--data", required=True)
+    p.add_argument("--split", default="dev-report")
+    p.add_argument("--models", default="sat-soft,sat-hard,transformer,updown")
+    p.add_argument("--methods", default="occlusion,superpixels,gradcam,relevancy,kernelshap,occlusion-fine")
+    p.add_argument("--out", default="reports/explain", help="records (MODEL.jsonl) and reports (MODEL.json) here")
+    p.add_argument("--photos", type=int, default=0, help="stop at the split's first N photos (0 = all)")
+    p.add_argument("--step", type=int, default=10, help="photos per model per round")
+    p.add_argument("--sanity", type=int, default=20, help="the randomisation check on the first N photos")
+    p.add_argument("--device", default=None)
+    args = p.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    captioner, data = Captioner(args.device), load_dataset(args.data)
+    paths = data.split(args.split)
+    total = min(args.photos or len(paths), len(paths))
+    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+    for upto in range(min(args.step, total), total + args.step, args.step):
+        for model in [m.strip() for m in args.models.split(",") if m.strip()]:
+            asked = tuple(m for m in methods if m in available_methods(captioner, model))
+            block = explain_report(captioner, model, data, paths, asked, photos=min(upto, total), sanity=args.sanity,
+                                   records=os.path.join(args.out, f"{model}.jsonl"), split=args.split,
+                                   log=lambda m, model=model: print(model, m, flush=True))
+            block["partial"] = block["photos"] < len(paths)
+            block["split"], block["split_photos"] = args.split, len(paths)
+            block.pop("seconds", None)
+            with open(os.path.join(args.out, f"{model}.json"), "w") as f:
+                json.dump(block, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

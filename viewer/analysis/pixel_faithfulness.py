@@ -223,6 +223,37 @@ def insertion(pipe: Pipeline, maps: dict[str, np.ndarray], levels=INSERT_LEVELS,
     return out
 
 
+SUN_PATCHES, SUN_TOP = 28, 20   # Sun et al. 2020: the top 20 of the 784 8x8 patches of the 224x224 input
+
+
+def sun_ablation(pipe: Pipeline, maps: dict[str, np.ndarray], steps: list[int], settings, seed: int = 0) -> dict:
+    """Sun et al.'s ablation (arXiv 2001.01037, as in their code): per word t and method, zero the
+    top `SUN_TOP` of the input's 28x28 patches of 8x8 px in the map's order (a 14x14 cell is 2x2
+    patches, ties broken at random), or in a random order, then (1) force the caption again: the
+    word's log-prob drop (nats) and (2) decode the ablated photo anew (`settings`): does the caption
+    still name the word's object? -> {step: {method | "random": {"drop", "gone"}}}."""
+    from .grounding import word_class
+    rng = np.random.default_rng(seed)
+    names = [*maps, "random"]
+    masks, index = [], []
+    for t in steps:
+        for m in names:
+            score = rng.random(SUN_PATCHES ** 2) if m == "random" else np.kron(maps[m][t], np.ones((2, 2))).ravel()
+            keep = np.ones(SUN_PATCHES ** 2, np.float32)
+            keep[order(score, rng)[:SUN_TOP]] = 0.0
+            masks.append(keep.reshape(SUN_PATCHES, SUN_PATCHES))
+            index.append((t, m))
+    keep = torch.from_numpy(np.stack(masks))
+    lp = pipe.logprobs(keep, "zero").numpy()
+    base = pipe.base().numpy()
+    captions = pipe.captions(keep, "zero", settings)
+    out: dict[int, dict] = {t: {} for t in steps}
+    for i, (t, m) in enumerate(index):
+        named = {word_class(w.text) for w in pipe.lm.vocab.word_spans(captions[i])}
+        out[t][m] = {"drop": float(base[t] - lp[i, t]), "gone": word_class(pipe.words[t]) not in named}
+    return out
+
+
 def visual_dependence(pipe: Pipeline, imputer: str = "blur") -> np.ndarray:
     """(T,) each word's log p(word | photo) - log p(word | the photo entirely hidden: blurred away,
     or removed under `road`): how much it was seen rather than guessed from the words before it."""

@@ -3,6 +3,8 @@
 - `blur`: the photo's Gaussian-blurred copy (sigma 12 px on the 224 input). Occlusion and the
   superpixel methods also build their maps with it, so scoring under it alone would grade them on
   their own answer.
+- `zero`: the encoder's normalised input set to 0 (our encoder's mid grey; an `hf:` processor's
+  normalised 0), as Sun et al. 2020 zero ablated patches; used by their ablation only.
 - `road`: ROAD's noisy linear imputation (Rong et al. 2022): each hidden pixel becomes the
   weighted mean of its 8 neighbours (1/6 side, 1/12 diagonal), solved jointly for all hidden
   pixels as one sparse linear system, plus Gaussian noise. It follows pytorch-grad-cam's
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-IMPUTERS = ("blur", "road")
+IMPUTERS = ("blur", "road")          # every map is scored under these
+ABLATION_IMPUTERS = IMPUTERS + ("zero",)
 BLUR_SIGMA = 12.0           # px on the 224x224 input
 ROAD_NOISE = 0.01 * 0.226   # ROAD's noise, 0.01 on ImageNet-normalised pixels, in [0, 1] intensity units
 NEIGHBOURS = (((1, 1), 1 / 12), ((0, 1), 1 / 6), ((-1, 1), 1 / 12), ((1, -1), 1 / 12),
@@ -24,8 +27,8 @@ NEIGHBOURS = (((1, 1), 1 / 12), ((0, 1), 1 / 6), ((-1, 1), 1 / 12), ((1, -1), 1 
 
 
 def check_imputer(name: str) -> str:
-    if name not in IMPUTERS:
-        raise ValueError(f"unknown imputer {name!r}; choose from {', '.join(IMPUTERS)}")
+    if name not in ABLATION_IMPUTERS:
+        raise ValueError(f"unknown imputer {name!r}; choose from {', '.join(ABLATION_IMPUTERS)}")
     return name
 
 

@@ -63,12 +63,14 @@ class Pipeline:
             self.image = torch.from_numpy(sq).float()
             self.blurred = torch.from_numpy(_blur(sq, blur_sigma)).float()
             self.unit = 255.0                                  # one [0, 1] intensity step in these units
+            self.zero = 127.5                                  # the encoder's normalised 0 ((x/255 - 0.5) / 0.5)
         else:                                                  # (H, W, 3), normalised by the processor
             pv = self.own_encoder.preprocess([photo])[0].float().cpu()
             self.image = pv.permute(1, 2, 0)
             self.blurred = _blur_tensor(pv, blur_sigma * pv.shape[-1] / INPUT_SIZE).permute(1, 2, 0)
             std = getattr(self.own_encoder.processor, "image_std", None)
             self.unit = float(1.0 / np.mean(std)) if std is not None else 1.0
+            self.zero = 0.0                                    # the processor's output is already normalised
         self.features = captioner.inputs(lm, [photo])[0]       # cached grid (+ regions) of the photo
         self.side = math.isqrt(self.features.grid.shape[0])    # the model's grid: 14, or an hf: ViT's
         self.cam_dim = self.model.feature_width or self.features.grid.shape[-1]   # hf: rows' patch half
@@ -126,30 +128,45 @@ class Pipeline:
     def logprobs(self, keep: torch.Tensor, imputer: str = "blur", batch: int = BATCH) -> torch.Tensor:
         """keep (M, h, w) or (M, 1, h, w) in [0, 1] -> every word's log-prob (M, T), no grad; the
         hidden part imputed by `imputer` (imputers.py; ROAD's noise seeded per mask by its index)."""
+        with torch.inference_mode():
+            return torch.cat([self.decode(feats, mask).cpu() for feats, mask in self.hidden_inputs(keep, imputer, batch)])
+
+    def captions(self, keep: torch.Tensor, imputer: str, settings, batch: int = BATCH) -> list[list[int]]:
+        """keep (M, h, w) -> the model's own caption (token ids) of each imputed photo, decoded anew
+        with `settings` (Sun et al.'s ablation: does the word survive?)."""
+        from ...engine.decoding import decode
+        out = []
+        for feats, mask in self.hidden_inputs(keep, imputer, batch):
+            out += [h[0].tokens for h in decode(self.model, feats, mask, settings, self.lm.vocab)]
+        return out
+
+    def hidden_inputs(self, keep: torch.Tensor, imputer: str = "blur", batch: int = BATCH):
+        """Decoder inputs (feats, mask), one batch at a time, of the photo with each keep-mask's
+        hidden part imputed: the encoder, and for region models the detector, run on it."""
         check_imputer(imputer)
         keep = torch.as_tensor(keep).float().cpu()
         keep = keep.reshape(-1, *keep.shape[-2:])
-        out = []
         with torch.inference_mode():
             for i in range(0, len(keep), batch):
                 k = keep[i:i + batch]
-                grid = self.encode(self.imputed(self.image, self.blurred, k, imputer, i, self.unit))
+                grid = self.encode(self.imputed(self.image, self.blurred, k, imputer, i, self.unit, self.zero))
                 regions = None
                 if self.regions_model:
                     small = torch.from_numpy(self.small).float()
-                    imgs = self.imputed(small, torch.from_numpy(self.small_blurred).float(), k, imputer, i)
+                    imgs = self.imputed(small, torch.from_numpy(self.small_blurred).float(), k, imputer, i, 255.0, 127.5)
                     regions = [self.captioner.vision.detector.detect(img.round().clamp(0, 255).to(torch.uint8).numpy())
                                for img in imgs]
-                out.append(self.decode(*self.inputs_from_grid(grid, regions)).cpu())
-        return torch.cat(out)
+                yield self.inputs_from_grid(grid, regions)
 
     def imputed(self, image: torch.Tensor, blurred: torch.Tensor, keep: torch.Tensor, imputer: str,
-                first: int = 0, unit: float = 255.0) -> torch.Tensor:
+                first: int = 0, unit: float = 255.0, zero: float = 127.5) -> torch.Tensor:
         """(N, H, W, 3): `image` (H, W, 3; `unit` = one [0, 1] intensity step in its units) with each
         keep-mask's hidden part imputed."""
         px = resize_masks(keep, tuple(image.shape[:2]))[..., None]
         if imputer == "blur":
             return px * image + (1 - px) * blurred
+        if imputer == "zero":
+            return px * image + (1 - px) * zero
         filled = [noisy_linear(image.numpy(), m[..., 0].numpy(), ROAD_NOISE * unit, np.random.default_rng((self.seed, first + j)))
                   for j, m in enumerate(px)]
         return torch.from_numpy(np.stack(filled)).float()

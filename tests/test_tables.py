@@ -1,0 +1,40 @@
+"""The README's and the model card's which-map figures are generated from the committed reports
+(viewer/analysis/tables.py), never typed: the committed text must equal what the reports give."""
+from __future__ import annotations
+
+import copy
+import re
+
+from viewer.analysis import tables
+
+
+def test_committed_tables_equal_what_the_committed_reports_give():
+    reports = tables.load_reports()
+    for path in tables.FILES:
+        text = open(path).read()
+        assert tables.render(text, reports) == text, f"{path}: run python -m viewer.analysis.tables"
+    card = open(tables.FILES[1]).read()
+    for name in ("which-map-coverage", "which-map-table", "which-map-verdicts"):
+        assert f"<!-- generated:{name} -->" in card
+    assert "<!-- generated:which-map-summary -->" in open(tables.FILES[0]).read()
+
+
+def test_the_table_has_a_row_per_method_and_says_what_the_reports_say():
+    reports = tables.load_reports()
+    if not reports:
+        assert tables.summary(reports) == "No which-map report is committed yet."
+        return
+    table = tables.method_table(reports)
+    for model, r in reports.items():
+        rows = [line for line in table.splitlines() if line.startswith(f"| `{model}` |")]
+        assert len(rows) == len(r["by_method"]) + 1                      # every method, then the baselines
+        att = r["by_method"]["attention"]
+        assert f"{att['blur']['auc_morf']:.2f}" in rows[0] and f"{att['road']['road']:.2f}" in rows[0]
+    words = tables.summary(reports)
+    assert ("Partial runs" in words) == any(r["partial"] for r in reports.values())
+    # a method that beats attention under both imputers is named as such; one that loses, as worse
+    fake = copy.deepcopy(reports)
+    model = next(iter(fake))
+    methods = list(fake[model]["target"]["verdict"])
+    fake[model]["target"]["verdict"][methods[0]] = "ranks what the word used worse than attention under every imputer"
+    assert re.search(rf"Worse than attention under both: [^.]*{re.escape(methods[0])} \(`{model}`\)", tables.summary(fake))

@@ -1,0 +1,147 @@
+"""The README's and the model card's which-map-to-trust figures, generated from the committed reports.
+
+`reports/explain/MODEL.json` is `python -m viewer.analysis.explain_eval`'s report of a model (the
+reduce of its per-photo records, MODEL.jsonl beside it). `python -m viewer.analysis.tables` writes
+every generated block (between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->`) of
+README.md and checkpoints/README.md from them; `--check` only says whether they are current
+(tests/test_tables.py runs it). Nothing here is typed by hand.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+
+from ..paths import ROOT
+
+REPORTS = os.path.join(ROOT, "reports", "explain")
+MODELS = ("sat-soft", "sat-hard", "transformer", "updown")
+FILES = (os.path.join(ROOT, "README.md"), os.path.join(ROOT, "checkpoints", "README.md"))
+
+
+def load_reports(folder: str = REPORTS) -> dict[str, dict]:
+    found = {f[:-5]: json.load(open(os.path.join(folder, f))) for f in sorted(os.listdir(folder)) if f.endswith(".json")} \
+        if os.path.isdir(folder) else {}
+    return {m: found[m] for m in sorted(found, key=lambda m: (MODELS.index(m) if m in MODELS else len(MODELS), m))}
+
+
+def _f(v, digits: int = 2) -> str:
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def _ci(ci) -> str:
+    return "" if not ci else f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+def _signed(d: dict) -> str:
+    return "–" if d["difference"] is None else f"{d['difference']:+.2f}{_ci(d['ci'])}"
+
+
+def coverage(reports: dict[str, dict]) -> str:
+    """Which photos each report covers: a partial run says so."""
+    if not reports:
+        return "No which-map report is committed yet."
+    parts = [f"`{m}` {r['photos']} of {r['split_photos']} {r['split']} photos ({r['object_words']} object words)"
+             for m, r in reports.items()]
+    partial = any(r["partial"] for r in reports.values())
+    return ("Partial runs, " if partial else "Whole runs, ") + "; ".join(parts) + "."
+
+
+def method_table(reports: dict[str, dict]) -> str:
+    """Per model and method: MoRF under each imputer, ROAD, the blur gap, insertion under ROAD,
+    pointing strict and with TorchRay's tolerance (beside the centre baseline), mass in box, sanity."""
+    head = ("| model | method | MoRF, blur [95%] | MoRF, ROAD imputer [95%] | ROAD | blur gap | insertion (ROAD) "
+            "| pointing | pointing ±15 px | ÷ centre | off-centre | mass in box | sanity ρ (constant maps) |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for model, r in reports.items():
+        sanity = r.get("sanity") or {}
+        last = sanity.get("all_randomised", {})
+        flat = sanity.get("all_randomised_constant_maps", {})
+        for m, b in r["by_method"].items():
+            g, blur, road = b["grounding"], b["blur"], b["road"]
+            san = f"{_f(last[m])} ({flat[m]} of {sanity['maps']})" if m in last else "not run"
+            lines.append(f"| `{model}` | {m} | {_f(blur['auc_morf'])}{_ci(blur['auc_morf_ci'])} | "
+                         f"{_f(road['auc_morf'])}{_ci(road['auc_morf_ci'])} | {_f(road['road'])} | {_f(blur['blur_gap'])} | "
+                         f"{_f(road.get('auc_insertion'))} | {_f(g['pointing'])} | {_f(g.get('pointing_tolerant'))} | "
+                         f"{_f(g.get('pointing_to_centre'))} | {_f(g['pointing_off_centre'])} | {_f(g['mass_in_box'])} | {san} |")
+        g = next(iter(r["by_method"].values()))["grounding"]
+        lines.append(f"| `{model}` | random order / baselines | {_f(r['random']['blur']['auc_morf'])} | "
+                     f"{_f(r['random']['road']['auc_morf'])} | | | {_f(r['random']['road'].get('auc_insertion'))} | "
+                     f"centre {_f(g['pointing_centre_baseline'])} | centre {_f(g.get('pointing_tolerant_centre_baseline'))} "
+                     f"| 1 | top det. {_f(g['pointing_off_centre_top_detection_baseline'])} | "
+                     f"uniform {_f(g['mass_uniform_baseline'])} | |")
+    return "\n".join(lines)
+
+
+def verdicts(reports: dict[str, dict]) -> str:
+    """Per model: each method's paired MoRF difference from attention under each imputer, and what it means."""
+    lines = []
+    for model, r in reports.items():
+        t = r["target"]
+        parts = [f"{m} {', '.join(f'{imp} {_signed(d)}' for imp, d in t['per_method'][m].items())}: {t['verdict'][m]}"
+                 for m in t["per_method"]]
+        dep = r["visual_dependence"]
+        lines.append(f"- `{model}` ({r['photos']} photos, {r['object_words']} object words; visual dependence "
+                     f"{_f(dep.get('blur'))} nats blurred away, {_f(dep.get('road'))} removed): " + "; ".join(parts) + ".")
+    return "\n".join(lines)
+
+
+def summary(reports: dict[str, dict]) -> str:
+    """The README's paragraph: what the table says, where methods beat attention and where they lose."""
+    if not reports:
+        return "No which-map report is committed yet."
+    better, worse, split = [], [], []
+    for model, r in reports.items():
+        for m, v in r["target"]["verdict"].items():
+            (better if "better" in v and "disagree" not in v else worse if "worse" in v and "disagree" not in v
+             else split if "disagree" in v else []).append(f"{m} (`{model}`)")
+    say = lambda xs: ", ".join(xs) if xs else "none"  # noqa: E731
+    return (f"Which map to trust ({coverage(reports)}): every map is scored by hiding the photo in its order under "
+            f"two imputers, the blur and ROAD's noisy linear imputation. Ranking what the word used better than "
+            f"attention under both: {say(better)}. Worse than attention under both: {say(worse)}. The imputers "
+            f"disagree: {say(split)}. The rest cannot be told from attention on these photos. The model card's "
+            f"\"Which map to trust\" has every figure, generated from `reports/explain/`.")
+
+
+def sun_table(reports: dict[str, dict]) -> str:
+    """Sun et al.'s ablation per model and method: the share of object words gone, their log-prob drop."""
+    lines = ["| model | " + " | ".join(["method", "object words gone [95%]", "log-prob drop [95%]"]) + " |",
+             "|---|---|---|---|"]
+    for model, r in reports.items():
+        for m, b in r.get("sun_ablation", {}).get("by_method", {}).items():
+            lines.append(f"| `{model}` | {m} | {_f(b['gone'])}{_ci(b['gone_ci'])} | {_f(b['drop'])}{_ci(b['drop_ci'])} |")
+    return "\n".join(lines)
+
+
+BLOCKS = {"which-map-summary": summary, "which-map-coverage": coverage, "which-map-table": method_table,
+          "which-map-verdicts": verdicts, "sun-ablation": sun_table}
+
+
+def render(text: str, reports: dict[str, dict]) -> str:
+    """`text` with every generated block it holds written anew from `reports`."""
+    def fill(match):
+        name = match.group(1)
+        return f"<!-- generated:{name} -->\n{BLOCKS[name](reports)}\n<!-- /generated:{name} -->"
+    return re.sub(r"<!-- generated:([\w-]+) -->\n.*?\n?<!-- /generated:\1 -->", fill, text, flags=re.S)
+
+
+def main(argv: list[str] | None = None) -> int:
+    check = "--check" in (argv if argv is not None else sys.argv[1:])
+    reports = load_reports()
+    stale = []
+    for path in FILES:
+        text = open(path).read()
+        new = render(text, reports)
+        if new != text:
+            stale.append(os.path.relpath(path, ROOT))
+            if not check:
+                open(path, "w").write(new)
+    if check and stale:
+        print(f"stale generated tables in {', '.join(stale)}: run python -m viewer.analysis.tables", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
