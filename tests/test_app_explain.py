@@ -87,7 +87,10 @@ def test_caption_words_are_coloured_by_visual_dependence(studio, explored):
     seen = studio.visual_dependence(ex)
     pipe = studio.pipe(ex)
     import torch
-    assert np.allclose(seen, (pipe.base() - pipe.logprobs(torch.zeros(1, 14, 14))[0]).numpy(), atol=1e-5)
+    blurred = (pipe.base() - pipe.logprobs(torch.zeros(1, 14, 14))[0]).numpy()
+    removed = (pipe.base() - pipe.logprobs(torch.zeros(1, 14, 14), "road")[0]).numpy()
+    assert np.allclose(seen, np.maximum(blurred, removed), atol=1e-5)       # guessed only if neither hiding mattered
+    assert not np.allclose(blurred, removed)                               # the two baselines differ
     ex.dependence[ex.tokens] = np.where(np.arange(len(seen)) == 0, -1.0, 5.0)   # only word 1 "guessed"
     ex.step = ex.n_steps - 1
     labels = [label for _, label in S.caption_tokens(ex)]

@@ -224,7 +224,7 @@ def hf_edits(draw):
     return edits, files, extra
 
 
-@settings(FUZZ, max_examples=max(50, FUZZ.max_examples // 2))   # each case builds a model: half as many
+@settings(FUZZ, max_examples=max(100, FUZZ.max_examples // 6))   # each case builds a model: 100 in make test, 500 with --fuzz
 @given(edit=hf_edits())
 def test_hf_folders(hf_template, edit):
     from viewer.engine.checkpoints import CheckpointError

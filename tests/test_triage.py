@@ -42,14 +42,14 @@ def test_triage_sorts_by_how_much_the_object_words_were_seen(captioner, tiny_dat
     rows = triage(captioner, "sat-soft", paths, log=lambda *a: None)
     photo = T.load_photo(paths[0])
     trace = captioner.caption([photo], "sat-soft", T.DecodeSettings())[0][0]
-    dependence = T.visual_dependence(T.Pipeline(captioner, photo, "sat-soft", trace.caption))
+    dependence = T.seen_dependence(T.Pipeline(captioner, photo, "sat-soft", trace.caption))
     objects = [d for s, d in zip(trace.steps, dependence) if T.word_class(s.word)]
     first = next(r for r in rows if r["image"] == paths[0])
     assert first["seen"] == (round(float(min(objects)), 4) if objects else None)
     seen = [r["seen"] for r in rank(rows, "seen") if r.get("seen") is not None]
     assert seen == sorted(seen) and len(seen) >= 1
-    # an object word whose log-prob barely moves when the photo is blurred away is "said, not seen"
-    monkeypatch.setattr(T, "visual_dependence", lambda pipe: np.zeros(pipe.steps))
+    # an object word whose log-prob barely moves when the photo is blurred away or removed is "said, not seen"
+    monkeypatch.setattr(T, "seen_dependence", lambda pipe: np.zeros(pipe.steps))
     flagged = triage(captioner, "sat-soft", paths, log=lambda *a: None)
     assert any(r["said_not_seen"] for r in flagged) and all(r["seen"] in (None, 0.0) for r in flagged)
 

@@ -30,7 +30,7 @@ from ..engine.images import GRID
 from .explain import Pipeline, explain
 from .explain.imputers import check_imputer
 
-SEEN = 0.3   # nats: a word whose log-prob falls less than this when the photo is blurred away was guessed, not seen
+SEEN = 0.3   # nats: a word whose log-prob falls less than this when the photo is hidden (`seen_dependence`) was guessed
 LEVELS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9)   # shares of the photo hidden
 RANDOM_DRAWS = 2
 
@@ -258,6 +258,14 @@ def visual_dependence(pipe: Pipeline, imputer: str = "blur") -> np.ndarray:
     """(T,) each word's log p(word | photo) - log p(word | the photo entirely hidden: blurred away,
     or removed under `road`): how much it was seen rather than guessed from the words before it."""
     return (pipe.base() - pipe.logprobs(torch.zeros(1, GRID, GRID), imputer)[0]).numpy()
+
+
+def seen_dependence(pipe: Pipeline) -> np.ndarray:
+    """(T,) the larger of the two visual dependences: the photo blurred away (colour and layout stay)
+    and the photo removed (its mean colour, nothing of its layout). The stated rule: a word was
+    GUESSED when its log-prob falls by less than SEEN nats under both, i.e. neither hiding of the
+    photo mattered to it; "said, not seen" is an object word guessed so."""
+    return np.maximum(visual_dependence(pipe, "blur"), visual_dependence(pipe, "road"))
 
 
 def said_not_seen(words: list[str], dependence: np.ndarray) -> list[str]:

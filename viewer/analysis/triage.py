@@ -17,7 +17,7 @@ from ..engine.decoding import DecodeSettings
 from .diagnose import sanity
 from .explain import Pipeline, available_methods
 from .grounding import grounding, grounding_summary, word_class
-from .pixel_faithfulness import said_not_seen, visual_dependence
+from .pixel_faithfulness import said_not_seen, seen_dependence
 from .evaluate import score_captions
 from ..engine.images import ImageError, load_photo
 from ..engine.render import render_strip
@@ -68,11 +68,12 @@ def triage(captioner, model: str, paths: list[str], references: dict[str, list[s
 
 
 def _looked_vs_used(captioner, photo, model: str, trace) -> dict:
-    """`seen`: the lowest visual dependence of the caption's object words (nats; the photo blurred
-    away), `said_not_seen`: those below SEEN; nothing for models that do not read our encoder."""
+    """`seen`: the lowest visual dependence of the caption's object words (nats; the larger drop of the
+    photo blurred away and removed, `seen_dependence`), `said_not_seen`: those below SEEN; nothing
+    for models that do not read our encoder."""
     if available_methods(captioner, model) == ("attention",):
         return {}
-    dependence = visual_dependence(Pipeline(captioner, photo, model, trace.token_ids))
+    dependence = seen_dependence(Pipeline(captioner, photo, model, trace.token_ids))
     words = trace.step_words()   # each word once, at its first token
     objects = [d for w, d in zip(words, dependence) if word_class(w)]
     return {"seen": round(float(min(objects)), 4) if objects else None,

@@ -34,7 +34,7 @@ from ..engine.pipeline import Captioner, photo_key
 from ..engine.render import (render_cells, render_coverage, render_figure, render_gif, render_heads, render_step, render_strip)
 from ..engine.trace import AttentionTrace
 from ..analysis.explain import Explanation, Pipeline, available_methods, explain, explained_trace
-from ..analysis.pixel_faithfulness import SEEN, Deletion, deletion, visual_dependence
+from ..analysis.pixel_faithfulness import SEEN, Deletion, deletion, seen_dependence
 
 STRATEGY_LABELS = {"Beam search": "beam", "Greedy": "greedy", "Sampling": "sample"}
 
@@ -332,13 +332,14 @@ class Studio:
         return available_methods(self.captioner, model)
 
     def visual_dependence(self, ex: Exploration) -> np.ndarray | None:
-        """Each word's log p(word | photo) - log p(word | the photo blurred away), for the shown
-        caption (one extra run of the pipeline); None for models that do not read our encoder."""
+        """Each word's visual dependence for the shown caption: the larger log-prob drop of the photo
+        blurred away and of the photo removed (`seen_dependence`; two extra pipeline runs); None for
+        models that do not read our encoder."""
         if ex.tokens not in ex.dependence:
             if self.methods(ex.model) == ("attention",):
                 return None
             key = (photo_key(ex.photo), ex.model, ex.tokens)
-            ex.dependence[ex.tokens] = self._once(self._dependences, key, lambda: visual_dependence(self.pipe(ex)))
+            ex.dependence[ex.tokens] = self._once(self._dependences, key, lambda: seen_dependence(self.pipe(ex)))
         return ex.dependence[ex.tokens]
 
     def compare_methods(self, ex: Exploration, columns: int = 4) -> list[AttentionTrace]:

@@ -415,8 +415,9 @@ def _explore_stage(c, models: list[str], lecture: bool):
     """Explore, the stage: caption, view, stepping and playing, lecture mode, clicking the photo."""
     c.lecture_line = gr.HTML(P.lecture_line(models[0] if models else None),
                            elem_id="lecture-line")
-    c.caption = gr.HighlightedText(label="Caption: click a word (grey: guessed, the word barely depends on the photo; "
-                                         "red: an object said, not seen)", elem_id="caption",
+    c.caption = gr.HighlightedText(label="Caption: click a word (grey: guessed, its log-prob falls by under 0.3 nats "
+                                         "both when the photo is blurred away and when it is replaced by its mean "
+                                         "colour; red: an object said, not seen)", elem_id="caption",
                                    combine_adjacent=False, show_legend=False, show_inline_category=False,
                                    interactive=False, color_map={"selected": "#f59e0b", "branched": "#93c5fd",
                                                                  "guessed": "#e2e8f0", "said, not seen": "#fca5a5"})
