@@ -134,7 +134,7 @@ def test_object_words_and_dependence_are_read_per_word(subword):
     read the word layer: one entry per object word, at its first token."""
     from viewer.analysis.explain import Pipeline
     from viewer.analysis.explain_eval import object_steps
-    from viewer.analysis.pixel_faithfulness import said_not_seen, visual_dependence
+    from viewer.analysis.pixel_faithfulness import said_not_seen, seen_dependence, visual_dependence
     from viewer.analysis.triage import _looked_vs_used
     cap, model, photo, trace = subword
     pipe = Pipeline(cap, photo, model, trace.token_ids)
@@ -145,8 +145,10 @@ def test_object_words_and_dependence_are_read_per_word(subword):
     low = np.full(len(dependence), 5.0)
     low[first["bicycle"]] = -1.0
     assert said_not_seen(trace.step_words(), low) == ["bicycle"]
+    seen = seen_dependence(pipe)                 # the larger drop of blurring and removing the photo
+    assert np.all(seen >= dependence - 1e-6)
     found = _looked_vs_used(cap, photo, model, trace)
-    assert found["seen"] == pytest.approx(min(dependence[first["dog"]], dependence[first["bicycle"]]), abs=1e-4)
+    assert found["seen"] == pytest.approx(min(seen[first["dog"]], seen[first["bicycle"]]), abs=1e-4)
 
 
 def test_a_non_canonical_segmentation_is_explained_as_traced(subword):

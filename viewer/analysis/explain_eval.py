@@ -213,6 +213,18 @@ def fingerprint(captioner, model: str, split: str | None, methods, imputers, ref
             "method_settings": {m: repr(vars(REGISTRY[m])) for m in methods}}
 
 
+def rounded(value, digits: int = 5):
+    """`value` with every float rounded to `digits` decimals: a record's figures are means over
+    hundreds of words, and full float reprs would double the committed records' size."""
+    if isinstance(value, float):
+        return round(value, digits)
+    if isinstance(value, dict):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(v, digits) for v in value]
+    return value
+
+
 def read_records(path: str | None, stamp: dict) -> dict[int, dict]:
     """The records already in `path` (JSON lines: the fingerprint first, then one record per photo),
     by photo index; refused if made with other settings. A half-written last line is dropped."""
@@ -291,7 +303,7 @@ def explain_report(captioner, model: str, data, paths: list[str], methods: tuple
             continue
         rec = photo_record(captioner, model, data, paths[i], i, used, None if regions is None else regions[i],
                            references, with_insertion, n < sanity, sanity_methods, imputers)
-        done[i] = rec
+        done[i] = rec = rounded(rec)   # reduced as written, so a resumed run reports the same
         if records:
             with open(records, "a") as f:
                 f.write(json.dumps(rec) + "\n")
