@@ -52,22 +52,6 @@ def test_stepping_and_restyling_never_rerun_the_model(studio, photo):
     assert [[lab for _, lab in tokens].index("selected") for _, _, tokens in panels] == list(range(ex.n_steps))
 
 
-def test_prerendered_views_are_looked_up_not_drawn(studio, photo):
-    ex = studio.explore(photo, "sat-hard", DecodeSettings())
-    style = S.Style()
-    studio.prerender(ex, style).result()                     # the overlays are drawn when it returns
-    studio._renderer.submit(lambda: None).result()          # and the coverage views after them
-    drawn = []
-    original = S.overlay
-    S.overlay = lambda *a, **k: drawn.append(1) or original(*a, **k)
-    try:
-        paths = [studio.view(ex, style, t) for t in range(ex.n_steps)]
-    finally:
-        S.overlay = original
-    assert drawn == [] and len(set(paths)) == ex.n_steps and all(p.endswith(".jpg") for p in paths)
-    assert studio.view(ex, S.Style(scale="stretch"), 0) not in paths
-
-
 def test_overlay_shows_the_attention_used_for_that_word(studio, photo):
     ex = studio.explore(photo, "sat-soft", DecodeSettings(strategy="greedy"))
     forced = studio.force(photo, "sat-soft", ex.trace.caption)
@@ -145,29 +129,25 @@ def test_api_captions_a_photo_and_steps(server):
     assert "/caption_photo" in api and "/show_step" in api
     out = client.predict(handle_file(os.path.join(ASSETS, "chelsea.jpg")), "updown", "Greedy", 3, 1.0, 0, 20,
                          *S.Style().inputs(), api_name="/caption_photo")
-    assert "updown" in out[1] and Image.open(out[3]).size == (960, 639)   # the first word's view comes with the caption
-    view = client.predict(2, *S.Style(colormap="jet", opacity=0.5).inputs(), api_name="/show_step")
-    assert view[0]["value"] == 2 and Image.open(view[1]).size == (960, 639)     # drawn on the photo, enlarged
-
-
-def test_caption_names_every_view_and_views_are_served_immutable(server):
-    """The caption reply names each word's view before they are all drawn; once drawn, each is served
-    with a cache header that lets the page keep it (stepping then never asks the server again)."""
-    import re
-    import time
-    import urllib.request
-    from gradio_client import Client, handle_file
-    url, studio = server
-    out = Client(url, verbose=False).predict(handle_file(os.path.join(ASSETS, "coffee.jpg")), "sat-soft", "Greedy",
-                                             3, 1.0, 0, 20, *S.Style().inputs(), api_name="/caption_photo")
-    names = json.loads(re.search(r'data-urls="([^"]*)"', out[-1]).group(1).replace("&quot;", '"'))
+    assert "updown" in out[1]
+    payload = out[3]          # the page's view: every word's map comes with the caption, drawn in the page
+    assert (payload["width"], payload["height"]) == (960, 639) and payload["kind"] == "regions"   # the photo, enlarged
     n_words = int(re.search(r"at step 1 of (\d+)", out[5]).group(1))
-    assert len(names) == n_words and all(os.path.dirname(n) == studio.view_dir for n in names)
-    for _ in range(100):   # drawn in the background, in word order
-        if all(os.path.exists(n) for n in names):
-            break
-        time.sleep(0.1)
-    with urllib.request.urlopen(f"{url}gradio_api/file={names[-1]}") as r:
+    assert len(payload["maps"]) == len(payload["tokens"]) == n_words
+    assert all(abs(sum(m) - 1) < 1e-4 for m in payload["maps"])          # region weights: a distribution
+    step = client.predict(2, *S.Style(colormap="jet", opacity=0.5).inputs(), api_name="/show_step")
+    assert step[0]["value"] == 2 and "at step 2" in step[3]
+
+
+def test_the_servers_own_views_are_served_immutable(server):
+    """The coverage view (still drawn on the server, in the background after a caption) is a
+    content-named file served with a cache header that lets the page keep it."""
+    import urllib.request
+    url, studio = server
+    ex = studio.explore(os.path.join(ASSETS, "coffee.jpg"), "sat-soft", DecodeSettings(strategy="greedy"))
+    coverage = studio.view(ex, S.Style(), 1, "coverage")
+    assert os.path.dirname(coverage) == studio.view_dir and S.is_view_url(f"/gradio_api/file={coverage}")
+    with urllib.request.urlopen(f"{url}gradio_api/file={coverage}") as r:
         assert "immutable" in r.headers["cache-control"] and r.read()[:2] == b"\xff\xd8"
     assert not S.is_view_url(f"/gradio_api/file={studio.view_dir}/../secret.jpg")
     assert not S.is_view_url("/gradio_api/file=/tmp/gradio/abc/coffee.jpg")   # an upload may change: no promise
@@ -231,7 +211,8 @@ def test_browser_session(server, tmp_path):
         second = words.nth(1).inner_text().strip()
         words.nth(1).click()
         expect(page.locator("#panel .step-facts")).to_contain_text(f"{second} at step 2")
-        assert _image_size(page, "view") == [960, 640]      # the 600x400 photo, enlarged (display_copy)
+        assert page.evaluate("() => { const c = document.querySelector('#view canvas'); return [c.width, c.height]; }") \
+            == [960, 640]                                    # the 600x400 photo, enlarged (display_copy)
         # the slider moves the step
         page.locator("#step input[type=range]").fill("1")
         expect(page.locator("#panel .step-facts")).to_contain_text("at step 1")
@@ -243,10 +224,11 @@ def test_browser_session(server, tmp_path):
         expect(page.locator("#panel .step-facts")).to_contain_text("at step 3", timeout=20_000)
         page.locator("#play").click()
         expect(page.locator("#play")).to_contain_text("Play")
-        # overlay types
-        before = page.locator("#view img").get_attribute("src")
+        # overlay types: the page redraws the view
+        before = page.locator("#view canvas").get_attribute("data-shown")
         page.locator("#upsampling").get_by_text("blocky").click()
-        page.wait_for_function(f"() => document.querySelector('#view img').src !== {json.dumps(before)}")
+        page.wait_for_function(f"() => document.querySelector('#view canvas').dataset.shown !== {json.dumps(before)}")
+        assert "|blocky|" in page.locator("#view canvas").get_attribute("data-shown")
         # export a GIF
         page.locator("#export-gif").click()
         link = page.locator("#download a").first
@@ -264,16 +246,17 @@ def test_browser_session(server, tmp_path):
         ex.go_to(step)
         _assert_curves_plot(page.locator("#diagnosis").inner_html(), studio, ex)
         # steering (the default click): the word looks where the photo was clicked
-        view_src = page.locator("#view img").get_attribute("src")
-        page.locator("#view img").click(position={"x": 60, "y": 60})
+        at = page.evaluate("""() => { const b = window.__viewerMain.picture(),   // the photo's box in the canvas
+            r = document.querySelector('#view canvas').getBoundingClientRect();
+            return {x: b.left - r.left + 60, y: b.top - r.top + 60}; }""")
+        page.locator("#view canvas").click(position=at)
         # near the top-left corner: the click lands on the right cell although the view is shown scaled
         expect(page.locator("#clicked")).to_contain_text("look at (row 1, col 1)", timeout=60_000)
         expect(page.locator("#clicked")).to_contain_text("Where you steered it")
         assert _image_size(page, "steered-view") == [960, 640]
-        assert page.locator("#steered-view img").get_attribute("src") != view_src
         # hiding by clicking the photo
         page.locator("#click-mode").get_by_text("Hide that place").click()
-        page.locator("#view img").click()
+        page.locator("#view canvas").click()
         expect(page.locator("#clicked")).to_contain_text("Hid cell (row", timeout=60_000)
         shot = tmp_path / "explore.png"
         page.screenshot(path=str(shot), full_page=True)

@@ -111,9 +111,10 @@ def test_browser_explain_with_and_trust_card(server):
         browser = _browser(p)
         page = _captioned_page(browser, url, 90_000)
         expect(page.locator("#explain-with").get_by_text("occlusion (what it needed)")).to_be_visible()
-        before = page.locator("#view img").get_attribute("src")
+        before = page.locator("#view canvas").get_attribute("data-shown")
         page.locator("#explain-with").get_by_text("occlusion (what it needed)").click()
-        page.wait_for_function("(b) => document.querySelector('#view img').src !== b", arg=before, timeout=120_000)
+        page.wait_for_function("(b) => document.querySelector('#view canvas').dataset.shown !== b", arg=before,
+                               timeout=120_000)
         expect(page.locator("#panel .step-facts")).to_contain_text("the view shows occlusion")
         expect(page.locator("#scale input[value='stretch']")).to_be_checked()   # explanations: drawn stretched
         expect(page.locator("#view")).to_contain_text("What the word needed (occlusion)")   # the view says which map
@@ -123,13 +124,13 @@ def test_browser_explain_with_and_trust_card(server):
         expect(page.locator("#trust .trust-tile")).to_have_count(n, timeout=300_000)
         numbers = page.locator("#trust .auc").all_inner_texts()
         assert len(numbers) == n and all(re.fullmatch(r"-?\d+\.\d\d", n) for n in numbers)
-        shown = page.locator("#view img").get_attribute("src")   # a new caption: attention again, its view drawn
+        shown = page.locator("#view canvas").get_attribute("data-shown")   # a new caption: attention again, drawn
         page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "rocket.jpg"))
         page.wait_for_timeout(1500)
         page.locator("#run").click()
         expect(page.locator("#view")).to_contain_text("Where the model looked", timeout=90_000)
-        page.wait_for_function("(b) => { const i = document.querySelector('#view img');"
-                               " return i && i.src && i.src !== b; }", arg=shown, timeout=90_000)
+        page.wait_for_function("(b) => { const c = document.querySelector('#view canvas');"
+                               " return c && c.dataset.shown && c.dataset.shown !== b; }", arg=shown, timeout=90_000)
         browser.close()
 
 

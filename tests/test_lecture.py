@@ -52,13 +52,7 @@ LECTURE = "() => document.body.classList.contains('lecture')"
 # the selected word: amber (the other labels, guessed / said not seen, have their own colours)
 SELECTED = ("() => [...document.querySelectorAll('#caption .token')].findIndex(t => t.classList.contains('highlighted')"
             " && t.style.backgroundColor.startsWith('rgba(245, 158, 11'))")
-VIEW_BOX = """() => {   // the picture as drawn: the <img> box, less object-fit's margins
-  const i = document.querySelector('#view img');
-  if (!i || !i.complete || !i.naturalWidth) return null;
-  const b = i.getBoundingClientRect(), s = Math.min(b.width / i.naturalWidth, b.height / i.naturalHeight);
-  const w = i.naturalWidth * s, h = i.naturalHeight * s;
-  return {left: b.left + (b.width - w) / 2, top: b.top + (b.height - h) / 2, width: w, height: h};
-}"""
+VIEW_BOX = "() => window.__viewerMain?.payload ? window.__viewerMain.picture() : null"   # the photo as drawn
 
 
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])

@@ -56,12 +56,6 @@ def step_label(trace: AttentionTrace, t: int) -> str:
     return f'{w.text} (token {t - w.first + 1} of {w.last - w.first + 1}: "{piece}")'
 
 
-def view_urls_html(paths: list[str], first: list[int]) -> str:
-    """HTML for the page's preloader (viewer.js): every step's view file, in step order, and each
-    step's word's first step (a click on a word selects its first token)."""
-    return f'<div data-urls="{html.escape(json.dumps(paths))}" data-first="{json.dumps(first)}"></div>'
-
-
 def step_panel(ex: Exploration) -> str:
     """HTML: the word, its probability, beta, entropy, and the top-k next words as bars."""
     s = ex.trace.steps[ex.step]

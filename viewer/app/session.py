@@ -8,6 +8,7 @@ to a model or undoing a branch never re-runs anything.
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
 import hashlib
 import io
@@ -28,11 +29,12 @@ from ..analysis.diagnose import cell_at
 from ..analysis.grounding import word_class
 from ..analysis.evaluate import caption_scores
 from ..analysis.triage import list_runs, read_run
-from ..engine.images import AttendsTo, Photo, load_photo
+from ..engine.images import AttendsTo, Photo, cell_boxes, load_photo
 from ..paths import TRIAGE_DIR
 from ..engine.pipeline import Captioner, photo_key
-from ..engine.render import (render_cells, render_coverage, render_figure, render_gif, render_heads, render_step, render_strip)
+from ..engine.render import (paper_operator, render_cells, render_coverage, render_figure, render_gif, render_heads, render_step, render_strip)
 from ..engine.trace import AttentionTrace
+from ..engine.vision.boxes import CONTEXT
 from ..analysis.explain import Explanation, Pipeline, available_methods, explain, explained_trace
 from ..analysis.pixel_faithfulness import SEEN, Deletion, deletion, seen_dependence
 
@@ -40,6 +42,7 @@ STRATEGY_LABELS = {"Beam search": "beam", "Greedy": "greedy", "Sampling": "sampl
 
 
 MEAN_HEADS = "mean of the last layer's heads"
+HARD_DRAWS = 20   # hard attention: cells drawn from alpha, sent to the page once; it shows the first N (a style)
 VIEW_SIDE = 1280   # views are drawn at most this large: sharp on a 1080p projector, quick to encode and send
 MIN_VIEW_SIDE = 960  # and at least this large: the browser maps a click to image pixels only if the
                      # image is not shown larger than it is (the view pane is 540 px high)
@@ -146,6 +149,8 @@ class Exploration:
     method: str = "attention"                                 # what the views show (analysis/explain.py)
     explained: dict = field(default_factory=dict)             # (method, tokens) -> Explanation, computed so far
     dependence: dict = field(default_factory=dict)            # tokens -> (T,) visual dependence, nats
+    sent_view: tuple | None = None                            # what the page's view holds (Studio.page_view)
+    display_jpeg: bytes | None = None                         # the display copy as the page gets it, once
 
     def __post_init__(self):
         if self.display is None:
@@ -407,19 +412,23 @@ class Studio:
                         jpeg(overlay(one, style, t) if kind == "overlay" else coverage_image(one, style, t)))
         return path
 
-    def view_paths(self, ex: Exploration, style: Style) -> list[str]:
-        """Every word's overlay file, in word order, drawn or not yet: the browser preloads them and
-        shows a clicked word's view at once."""
-        return [self.view_path(ex, style, t) for t in range(ex.n_steps)]
-
-    def prerender(self, ex: Exploration, style: Style) -> Future:
-        """Draw every word's views in the background right after a decode, so that stepping through
-        the words only looks files up. Returns when the overlays (what stepping shows) are done; the
-        coverage views follow."""
+    def prerender_coverage(self, ex: Exploration, style: Style) -> Future:
+        """Draw every word's coverage view in the background right after a decode (the page draws
+        the overlays itself, page_view.py), so that a step's reply only looks its coverage up."""
         one = replace(ex, beams=[ex.trace], beam=0)
-        done = self._renderer.submit(lambda: [self.view(one, style, t) for t in range(one.n_steps)])
-        self._renderer.submit(lambda: [self.view(one, style, t, "coverage") for t in range(one.n_steps)])
-        return done
+        return self._renderer.submit(lambda: [self.view(one, style, t, "coverage") for t in range(one.n_steps)])
+
+    def page_view(self, ex: Exploration, style: Style, title: str) -> dict | None:
+        """The page view's payload of `ex` (page_view.view_payload), or None when the page already
+        holds this one (same trace, map and head): stepping and restyling never resend it."""
+        head = head_index(style.head)
+        key = (view_key(ex), head, title)
+        if ex.sent_view == key:
+            return None
+        ex.sent_view = key
+        if ex.display_jpeg is None:
+            ex.display_jpeg = jpeg(ex.display)
+        return view_payload(ex, title, head, ex.display_jpeg)
 
     # --- exporting ---------------------------------------------------------------------------
     def export_path(self, ex: Exploration, suffix: str) -> str:
@@ -485,6 +494,36 @@ def trace_json(ex: Exploration) -> dict:
             for step, grid in zip(obj["steps"], found.maps[method]):
                 step.setdefault("explain", {})[method] = np.round(grid, 6).tolist()
     return obj
+
+
+def _rounded(a, digits: int = 6) -> list:
+    return np.round(np.asarray(a, dtype=np.float64), digits).tolist()
+
+
+def view_payload(ex: Exploration, title: str, head: tuple[int, int] | None = None, photo_jpeg: bytes | None = None) -> dict:
+    """What the page needs to draw every step of `ex`'s shown trace (attention, or the explanation
+    it shows) on `ex.display`: a few kilobytes per word besides the photo. `head` (layer, head): that
+    head's maps instead of the summary. `key` names the content, so an unchanged view is not resent."""
+    trace = ex.shown
+    h, w = ex.display.shape[:2]
+    out = {"key": view_key(ex).hex() + (f"-h{head}" if head else ""), "title": title, "width": w, "height": h,
+           "photo": "data:image/jpeg;base64," + base64.b64encode(photo_jpeg or jpeg(ex.display)).decode(),
+           "kind": "regions" if trace.attends_to == AttendsTo.REGIONS else "grid", "step": ex.step,
+           "tokens": shown_tokens(trace), "first": first_steps(trace), "words": [s.word for s in trace.steps]}
+    if out["kind"] == "grid":
+        side = trace.grid_side
+        maps = [s.heads[head] if head is not None and s.heads is not None else s.attention for s in trace.steps]
+        out.update(side=side, maps=[_rounded(m) for m in maps], paper=_rounded(paper_operator(side), 8),
+                   cells=_rounded(cell_boxes(trace.width, trace.height, side) * np.array([w / trace.width, h / trace.height] * 2), 3),
+                   samples=[s.sample for s in trace.steps],
+                   draws=[draw_cells(s.attention, HARD_DRAWS, seed=t) if s.sample is not None else None
+                          for t, s in enumerate(trace.steps)])
+    else:
+        boxes = trace.boxes_pixels() * np.array([w / trace.width, h / trace.height] * 2)
+        out.update(boxes=_rounded(boxes, 3), labels=list(trace.region_labels),
+                   context=[lab in CONTEXT for lab in trace.region_labels],
+                   scores=_rounded(trace.region_scores, 4), maps=[_rounded(s.attention) for s in trace.steps])
+    return out
 
 
 def overlay(ex: Exploration, style: Style, step: int | None = None) -> np.ndarray:

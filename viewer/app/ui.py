@@ -24,6 +24,7 @@ from ..engine.render import COLORMAPS, SCALES, UPSAMPLING
 from . import MODEL_KEYS
 from . import panels as P
 from . import session as S
+from .page_view import AttentionView
 
 log = logging.getLogger("viewer.app")
 DEFAULT_ORDER = ["sat-soft", "sat-hard", "updown", "transformer"]
@@ -73,6 +74,11 @@ VIEW_LABELS = {"attention": "Where the model looked", "occlusion": "What the wor
                "gradcam": "What the word used (Grad-CAM)", "relevancy": "What the word used (relevancy)"}
 
 
+def view_title(method: str) -> str:
+    """What the view says it shows: attention, or the explanation method's map."""
+    return VIEW_LABELS.get(method) or f"What the word used ({METHOD_LABELS[method]})"
+
+
 def _style(upsampling, colormap, opacity, scale, show_alpha, hard_samples, head) -> S.Style:
     return S.Style(upsampling, colormap, float(opacity), scale, bool(show_alpha), int(hard_samples), head)
 
@@ -96,13 +102,12 @@ class Handlers:
         ex.photo.name = os.path.basename(path)
         took = time.perf_counter() - start
         note = f"**{model_name}**: {len(ex.beams)} caption(s) in {took:.2f} s. Click a word, or use ← →."
-        # the first word's view at once; the other words' are drawn from now on, in word order, and
-        # their names go with this reply so the page can fetch each as soon as it exists
+        # the trace goes to the page with the caption, which draws every word's view itself
         st = _style(*style)
+        ex.method = "attention"
         reply = self._step_reply(ex, 1, st, coverage=False)
-        self.studio.prerender(ex, st)
-        return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *reply,
-                P.view_urls_html(self.studio.view_paths(ex, st), S.first_steps(ex.trace)))
+        self.studio.prerender_coverage(ex, st)
+        return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *reply)
 
     def _trace_views(self, ex):
         return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
@@ -111,35 +116,39 @@ class Handlers:
     @friendly
     def show_step(self, ex, t, *style):
         """Everything that changes with the word, in one reply: every event that moves the word
-        (slider, word click, arrow keys, play) calls this once; the views were drawn in advance."""
+        (slider, word click, arrow keys, play) calls this once; the page has drawn the view already."""
         if ex is None:
             return (gr.Slider(), None, None, "", None, "", gr.Radio(choices=[]))
         return self._step_reply(ex, t, _style(*style))
+
+    def _view(self, ex, st):
+        """The page view's new payload, or no update when the page holds this trace, map and head."""
+        payload = self.studio.page_view(ex, st, view_title(ex.method))
+        return gr.skip() if payload is None else payload
 
     def _step_reply(self, ex, t, st, coverage=True):
         ex.go_to(t)
         words = [w for w, _ in ex.trace.steps[ex.step].alternatives]
         return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
-                self.studio.view(ex, st, ex.step), S.caption_tokens(ex), P.step_panel(ex),
+                self._view(ex, st), S.caption_tokens(ex), P.step_panel(ex),
                 self.studio.view(ex, st, ex.step, "coverage") if coverage else gr.skip(), P.grid_numbers(ex),
                 gr.Radio(choices=words, value=None))
 
     @friendly
     def after_decode(self, ex, *style):
-        """Every word's views drawn in the background and their names for the browser to preload
-        (stepping then swaps pictures in the page), and the head picker's entries."""
+        """After a new trace: the view's payload if it changed (a new caption shows attention until
+        it is explained), the head picker's entries, the coverage and the methods offered."""
         if ex is None:
-            return "", gr.Dropdown(), None, gr.Radio(), gr.Image()
-        if (ex.method, ex.trace.caption) not in ex.explained:
-            ex.method = "attention"   # a new caption shows attention until it is explained
+            return gr.Dropdown(), None, gr.Radio(), gr.skip()
+        if (ex.method, ex.tokens) not in ex.explained:
+            ex.method = "attention"
         st = _style(*style)
-        self.studio.prerender(ex, st).result()   # the page preloads the names it gets: they must exist
+        self.studio.prerender_coverage(ex, st)
         choices = S.head_choices(ex.trace)
         methods = [METHOD_LABELS[m] for m in self.studio.methods(ex.model)]
-        return P.view_urls_html(self.studio.view_paths(ex, st), S.first_steps(ex.trace)), gr.Dropdown(
-            choices=choices, value=st.head if st.head in choices else S.MEAN_HEADS), \
+        return gr.Dropdown(choices=choices, value=st.head if st.head in choices else S.MEAN_HEADS), \
             self.studio.view(ex, st, ex.step, "coverage"), gr.Radio(choices=methods, value=METHOD_LABELS[ex.method]), \
-            gr.Image(label=VIEW_LABELS[ex.method])
+            self._view(ex, st)
 
     @friendly
     def explain_with(self, ex, label, t, *style, progress=gr.Progress()):
@@ -157,11 +166,8 @@ class Handlers:
         style = list(style)
         style[STYLE_SCALE] = "absolute" if method == "attention" else "stretch"
         st = _style(*style)
-        self.studio.prerender(ex, st).result()
-        reply = list(self._step_reply(ex, t, st))
-        reply[1] = gr.Image(value=reply[1], label=VIEW_LABELS[method])   # the view says which map it shows
-        return (*reply, P.view_urls_html(self.studio.view_paths(ex, st), S.first_steps(ex.trace)), self.draw_strip(ex, *style),
-                gr.Radio(value=st.scale))
+        self.studio.prerender_coverage(ex, st)
+        return (*self._step_reply(ex, t, st), self.draw_strip(ex, *style), gr.Radio(value=st.scale))
 
     @friendly
     def seen_words(self, ex):
@@ -182,8 +188,14 @@ class Handlers:
         return self.studio.image_file(S.all_heads(ex, _style(*style)))
 
     @friendly
-    def restyle(self, ex, t, *style):
-        return (*self.show_step(ex, t, *style), self.after_decode(ex, *style)[0], self.draw_strip(ex, *style))
+    def restyle(self, ex, *style):
+        """What the server still draws in a style: the coverage and the word strip (the page redraws
+        the view itself), and the view's payload when the head changed."""
+        if ex is None:
+            return gr.skip(), None, None
+        st = _style(*style)
+        self.studio.prerender_coverage(ex, st)
+        return self._view(ex, st), self.studio.view(ex, st, ex.step, "coverage"), self.draw_strip(ex, *style)
 
     def move(self, delta, ex, t, *style):
         return self.show_step(ex, t + delta, *style)
@@ -299,8 +311,8 @@ class Handlers:
             return gr.HTML(), gr.Image()
         x, y = evt.index[:2]
         if mode == HIDE:
-            return P.occlusion(self.studio, ex, [S.unit_at(ex, x, y)]), gr.Image(visible=False)
-        page, result = P.steering(self.studio, ex, x, y)
+            return P.occlusion(self.studio, ex, [S.unit_at(ex, float(x), float(y))]), gr.Image(visible=False)
+        page, result = P.steering(self.studio, ex, float(x), float(y))
         one = S.Exploration(ex.photo, ex.model, ex.settings, [result.trace], display=ex.display)
         return page, gr.Image(value=self.studio.view(one, _style(*style), result.step), visible=True)
 
@@ -349,7 +361,7 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
     """The app; `lecture`: start in lecture mode (big type, full-screen view, keys; see viewer.js).
     The components go into one namespace `c`, laid out tab by tab, then wired to `Handlers`."""
     os.makedirs(studio.view_dir, exist_ok=True)
-    gr.set_static_paths([studio.view_dir])   # views are served as they are: their names are known in advance
+    gr.set_static_paths([studio.view_dir])   # the server's views (coverage, Compare) are served as they are
     models = sorted(studio.models(), key=lambda m: (m not in DEFAULT_ORDER, DEFAULT_ORDER.index(m) if m in DEFAULT_ORDER else 0, m))
     h, c = Handlers(studio, models), SimpleNamespace()
     # uploads and served images in Gradio's cache are deleted an hour after they were made
@@ -421,9 +433,7 @@ def _explore_stage(c, models: list[str], lecture: bool):
                                    combine_adjacent=False, show_legend=False, show_inline_category=False,
                                    interactive=False, color_map={"selected": "#f59e0b", "branched": "#93c5fd",
                                                                  "guessed": "#e2e8f0", "said, not seen": "#fca5a5"})
-    c.view = gr.Image(label=VIEW_LABELS["attention"], elem_id="view", interactive=False,
-                    height=540, format="png")
-    c.view_urls = gr.HTML(elem_id="view-urls")   # every word's view, preloaded by viewer.js
+    c.view = AttentionView(elem_id="view")   # drawn in the page (page_view.js) from the trace
     with gr.Row(elem_id="controls", equal_height=True):
         c.prev_btn = gr.Button("◀ Previous", elem_id="prev", size="sm")
         c.play_btn = gr.Button("▶ Play", elem_id="play", size="sm")
@@ -533,8 +543,8 @@ def _caption_event(c, h: Handlers, trigger):
     progress overlay goes on the view alone: drawn over every output, its timers cost a 2-core
     machine's browser more than the caption itself."""
     decode_inputs = [c.photo, c.model, c.strategy, c.beam, c.temperature, c.seed, c.max_len, *c.style]
-    captioned = trigger(h.caption_photo, decode_inputs, [c.explored, c.beams, c.status, *c.step_outputs, c.view_urls],
-                        concurrency_limit=4, show_progress_on=c.view)
+    captioned = trigger(h.caption_photo, decode_inputs, [c.explored, c.beams, c.status, *c.step_outputs],
+                        **MODEL, show_progress_on=c.view)
     _decoded(c, h, captioned)
     captioned.success(lambda ex: P.lecture_line(ex.model if ex else None), c.explored, c.lecture_line,
                       show_progress="hidden")
@@ -543,9 +553,18 @@ def _caption_event(c, h: Handlers, trigger):
 def _decoded(c, h: Handlers, event):
     """After anything that brings a new trace: its views, then its word strip, then which words it saw."""
     views = event.success(h.after_decode, [c.explored, *c.style],
-                          [c.view_urls, c.head, c.coverage, c.explain_with, c.view], show_progress="hidden")
-    strip = views.success(h.draw_strip, [c.explored, *c.style], c.strip, show_progress="hidden")
-    return strip.success(h.seen_words, c.explored, c.caption, show_progress="hidden")
+                          [c.head, c.coverage, c.explain_with, c.view], show_progress="hidden", **LIGHT)
+    strip = views.success(h.draw_strip, [c.explored, *c.style], c.strip, show_progress="hidden", **LIGHT)
+    return strip.success(h.seen_words, c.explored, c.caption, show_progress="hidden", **MODEL)
+
+
+# Events that only read (a step, a style, a drawn strip) take no turn in the model's queue; the events
+# that run a model share one limit, so a second user's step never waits behind another's caption.
+LIGHT = {"concurrency_limit": None}
+MODEL = {"concurrency_id": "model", "concurrency_limit": 4}
+STEP_JS = "(t) => { window.__viewerMain?.show(Number(t) - 1); return []; }"
+STYLE_JS = ("(upsampling, colormap, opacity, scale, show_alpha, hard_samples) => { window.__viewerStyle = "
+            "{upsampling, colormap, opacity, scale, show_alpha, hard_samples}; window.__viewerMain?.redraw(); return []; }")
 
 
 def _wire_explore(c, h: Handlers):
@@ -555,18 +574,21 @@ def _wire_explore(c, h: Handlers):
         _caption_event(c, h, btn.click(functools.partial(h.pick_model, key), None, c.model).success)
     word = [c.explored, c.step, *c.style]
     c.speed.change(lambda s: gr.Timer(value=float(s)), c.speed, c.timer, show_progress="hidden")
-    c.step.input(h.show_step, word, c.step_outputs, show_progress="hidden")
-    for control in c.style:   # Scale: on the user's input only (Explain with sets it and draws already)
+    c.step.input(h.show_step, word, c.step_outputs, show_progress="hidden", **LIGHT)
+    c.step.change(None, c.step, None, js=STEP_JS)   # the server moved the word (play, a new caption)
+    for control in c.style:   # the page redraws at once; Scale: on the user's input only for the server
+        if control is not c.head:   # (Explain with sets it and draws already)
+            control.change(None, c.style, None, js=STYLE_JS)
         listen = control.input if control is c.scale else control.change
-        listen(h.restyle, word, [*c.step_outputs, c.view_urls, c.strip], show_progress="hidden")
-    c.prev_btn.click(functools.partial(h.move, -1), word, c.step_outputs, show_progress="hidden")
-    c.next_btn.click(functools.partial(h.move, +1), word, c.step_outputs, show_progress="hidden")
-    c.caption.select(h.click_word, [c.explored, *c.style], c.step_outputs, show_progress="hidden")
+        listen(h.restyle, [c.explored, *c.style], [c.view, c.coverage, c.strip], show_progress="hidden", **LIGHT)
+    c.prev_btn.click(functools.partial(h.move, -1), word, c.step_outputs, show_progress="hidden", **LIGHT)
+    c.next_btn.click(functools.partial(h.move, +1), word, c.step_outputs, show_progress="hidden", **LIGHT)
+    c.caption.select(h.click_word, [c.explored, *c.style], c.step_outputs, show_progress="hidden", **LIGHT)
     c.explain_with.input(h.explain_with, [c.explored, c.explain_with, c.step, *c.style],
-                         [*c.step_outputs, c.view_urls, c.strip, c.scale], show_progress_on=c.view)
-    c.play_btn.click(h.toggle_play, [c.explored, c.step, c.playing], [c.timer, c.playing, c.play_btn, c.step]
-                     ).success(h.show_step, word, c.step_outputs, show_progress="hidden")
-    c.timer.tick(h.tick, word, [*c.step_outputs, c.timer, c.playing, c.play_btn], show_progress="hidden")
+                         [*c.step_outputs, c.strip, c.scale], show_progress_on=c.view, **MODEL)
+    c.play_btn.click(h.toggle_play, [c.explored, c.step, c.playing], [c.timer, c.playing, c.play_btn, c.step], **LIGHT
+                     ).success(h.show_step, word, c.step_outputs, show_progress="hidden", **LIGHT)
+    c.timer.tick(h.tick, word, [*c.step_outputs, c.timer, c.playing, c.play_btn], show_progress="hidden", **LIGHT)
 
 
 def _wire_branching(c, h: Handlers):
@@ -574,9 +596,11 @@ def _wire_branching(c, h: Handlers):
     def then_show(event):
         _decoded(c, h, event.success(h.show_step, [c.explored, c.step, *c.style], c.step_outputs,
                                      show_progress="hidden"))
-    then_show(c.branch_btn.click(h.branch, [c.explored, c.step, c.alternative, *c.style], [c.explored, c.step, c.beams]))
+    then_show(c.branch_btn.click(h.branch, [c.explored, c.step, c.alternative, *c.style], [c.explored, c.step, c.beams],
+                                 **MODEL))
     for btn, how in ((c.back_btn, "back"), (c.reset_btn, "reset")):
-        then_show(btn.click(functools.partial(h.undo, how), [c.explored, *c.style], [c.explored, c.step, c.beams]))
+        then_show(btn.click(functools.partial(h.undo, how), [c.explored, *c.style], [c.explored, c.step, c.beams],
+                            **MODEL))
     then_show(c.beams.select(h.choose_beam, [c.explored, c.beams, *c.style], [c.explored, c.step]))
 
 
@@ -589,17 +613,18 @@ def _wire_tools(c, h: Handlers, studio: S.Studio):
     c.triage_run.change(h.load_triage, c.triage_run, [c.triage_rows, c.triage_table])
     c.triage_refresh.click(lambda: gr.Dropdown(choices=studio.triage_runs()), None, c.triage_run)
     _caption_event(c, h, c.triage_table.select(h.open_row, c.triage_rows, [c.photo, c.model, c.tabs]).success)
-    c.diagnose_btn.click(h.diagnose, c.explored, c.diagnosis)
-    c.trust_btn.click(h.trust, [c.explored, *c.style], c.trust)
+    c.diagnose_btn.click(h.diagnose, c.explored, c.diagnosis, **MODEL)
+    c.trust_btn.click(h.trust, [c.explored, *c.style], c.trust, **MODEL)
     c.score_btn.click(h.score, [c.explored, c.references], c.scores)
     c.photo.change(lambda path: "\n".join(studio.references_for(path or "")), c.photo, c.references,
                    show_progress="hidden")
-    c.occlude_btn.click(h.hide, c.explored, c.occluded)
-    c.view.select(h.click_photo, [c.explored, c.click_mode, *c.style], [c.clicked, c.steered_view])
+    c.occlude_btn.click(h.hide, c.explored, c.occluded, **MODEL)
+    c.view.select(h.click_photo, [c.explored, c.click_mode, *c.style], [c.clicked, c.steered_view], **MODEL)
     shown = [c.explored, c.compared, c.cmp_step, *c.style], [*c.cmp_views, *c.cmp_captions]
-    c.cmp_run.click(h.compare, [c.explored, c.cmp_models, c.cmp_mode, c.cmp_text, *c.style], [c.compared, c.cmp_step])
-    c.cmp_step.change(h.show_compare, *shown, show_progress="hidden")
-    c.compared.change(h.show_compare, *shown, show_progress="hidden")
+    c.cmp_run.click(h.compare, [c.explored, c.cmp_models, c.cmp_mode, c.cmp_text, *c.style], [c.compared, c.cmp_step],
+                    **MODEL)
+    c.cmp_step.change(h.show_compare, *shown, show_progress="hidden", **LIGHT)
+    c.compared.change(h.show_compare, *shown, show_progress="hidden", **LIGHT)
     c.cmp_figure.click(h.export_figure, [c.explored, c.compared, *c.style], c.cmp_download)
 
 

@@ -41,74 +41,36 @@ document.addEventListener('keydown', (e) => {
     e.preventDefault();
   });
 })();
-// Instant stepping: after a caption the server names every word's view (#view-urls); the page
-// preloads them and, on a word click, Previous/Next or the slider, shows the new word's view at
-// once, while the server's reply (panel, coverage, the same view) follows.
+// Instant stepping: the view (page_view.js) holds every word's map and draws it in the page. A word
+// click, Previous/Next, an arrow key or the slider redraws it at once; the word slider stays the one
+// record of the word and tells the server (the step panel, coverage and numbers follow).
 (() => {
-  // The names come with the caption, while the server is still drawing the views in word order:
-  // fetch them one after another in that order (a view not drawn yet is asked again shortly).
-  const V = {key: null, urls: [], first: [], ready: new Set(), images: []};
-  const fileUrl = (p) => (window.gradio_config?.root || location.origin) + '/gradio_api/file=' + p;
-  const load = (key, i, tries) => {
-    const u = V.urls[i];
-    if (key !== V.key || !u) return;
-    if (V.ready.has(u)) { load(key, i + 1, 0); return; }
-    const im = new Image();
-    V.images.push(im);   // kept, decoded: showing it is then a paint, not a JPEG decode
-    im.onload = () => im.decode().catch(() => {}).finally(() => { V.ready.add(u); load(key, i + 1, 0); });
-    im.onerror = () => { if (tries < 20) setTimeout(() => load(key, i, tries + 1), 100); else load(key, i + 1, 0); };
-    im.src = u;
-  };
-  const refresh = () => {
-    const el = document.querySelector('#view-urls [data-urls]');
-    const key = el ? el.dataset.urls : null;
-    if (key === V.key) return;
-    V.key = key; V.ready = new Set(); V.images = [];
-    V.urls = key ? JSON.parse(key).map(fileUrl) : [];
-    V.first = el && el.dataset.first ? JSON.parse(el.dataset.first) : [];
-    // the view the reply brought goes first: preloading starts once one of these views is on screen
-    // (the caption's first word, or the word shown when Explain with brought new views), or after 1 s
-    const begin = Date.now();
-    const start = () => {
-      const im = document.querySelector('#view img');
-      if (key !== V.key) return;
-      if (Date.now() - begin < 1000 && !(im && V.urls.includes(im.src) && im.complete)) { setTimeout(start, 30); return; }
-      load(key, 0, 0);
-    };
-    start();
-  };
-  const show = (t) => {
-    refresh();
-    const u = V.urls[t], img = document.querySelector('#view img');
-    if (u && img && V.ready.has(u) && img.src !== u) img.src = u;
-  };
-  // The word slider is the one record of the selected word: the page moves it at once (a word
-  // click sets it quietly: the click's own event tells the server), so a quick next key counts
-  // from the word shown, and the server, told by the slider's input event, agrees.
   const slider = () => document.querySelector('#step input[type=range]');
   const current = () => Number(slider()?.value || 1) - 1;
+  const view = () => (window.__viewerMain?.payload ? window.__viewerMain : null);
+  const steps = () => view()?.payload.maps.length || 0;
   window.__viewerMove = (d) => {
     const t = current() + d, s = slider();
-    refresh();
-    if (!s || !V.ready.has(V.urls[t])) return false;
-    show(t);
+    if (!view() || !s || t < 0 || t >= steps()) return false;
+    view().show(t);
     s.value = String(t + 1);
     s.dispatchEvent(new Event('input', {bubbles: true}));
     return true;
   };
-  new MutationObserver(refresh).observe(document.documentElement, {subtree: true, childList: true});
   document.addEventListener('click', (e) => {
+    const v = view();
+    if (!v) return;
     const token = e.target.closest?.('#caption .token');
-    if (token) {
+    if (token) {   // the click's own event tells the server; a click on a word selects its first token
       const i = [...document.querySelectorAll('#caption .token')].indexOf(token);
-      const t = V.first[i] ?? i;   // a click on a word selects its first token
-      show(t);
-      if (slider() && V.ready.has(V.urls[t])) slider().value = String(t + 1);
+      const t = v.payload.first[i] ?? i;
+      v.show(t);
+      if (slider()) slider().value = String(t + 1);
     }
-    else if (e.target.closest?.('#next')) show(current() + 1);
-    else if (e.target.closest?.('#prev')) show(current() - 1);
+    else if (e.target.closest?.('#next') && current() + 1 < steps()) v.show(current() + 1);
+    else if (e.target.closest?.('#prev') && current() > 0) v.show(current() - 1);
   }, true);
   document.addEventListener('input', (e) => {
-    if (e.target.closest?.('#step')) show(Number(e.target.value) - 1);
+    if (e.target.closest?.('#step')) view()?.show(Number(e.target.value) - 1);
   }, true);
 })();

@@ -103,7 +103,7 @@ def shade(rgb: np.ndarray, light: np.ndarray, cmap: str = "paper", opacity: floa
     if cmap == "spotlight":
         keep = (1.0 - opacity * (1.0 - light)).astype(np.float32)
         return cv2.blendLinear(rgb, np.full_like(rgb, 235), keep, 1.0 - keep)
-    colours = cv2.applyColorMap((light * 255).astype(np.uint8), _lut(cmap))
+    colours = cv2.applyColorMap((light * 255).astype(np.uint8), colour_table(cmap))
     return cv2.addWeighted(rgb, 1.0 - opacity, colours, opacity, 0.0)
 
 
@@ -126,7 +126,7 @@ def render_heatmap(rgb: np.ndarray, grid: np.ndarray, style: str = "smooth", cma
 _LUTS: dict[str, np.ndarray] = {}
 
 
-def _lut(cmap: str) -> np.ndarray:
+def colour_table(cmap: str) -> np.ndarray:
     """A colour map as a 256x1x3 uint8 table for cv2.applyColorMap (RGB order kept); the paper's mask
     and the spotlight are grey ramps."""
     if cmap not in COLORMAPS and cmap != "regions":
@@ -151,7 +151,7 @@ def colour_bar(width: int, cmap: str, marker: float | None, left: str, right: st
     height = 2 * fnt.size + ramp_h + 3 * pad
     img = Image.new("RGB", (width, height), (24, 24, 24))
     draw = ImageDraw.Draw(img)
-    ramp = _lut(cmap)[np.linspace(0, 255, width - 2 * pad).astype(int), 0]
+    ramp = colour_table(cmap)[np.linspace(0, 255, width - 2 * pad).astype(int), 0]
     img.paste(Image.fromarray(np.repeat(ramp[None], ramp_h, axis=0)), (pad, pad + fnt.size + pad))
     draw.text((pad, pad), title, fill=(255, 255, 255), font=fnt)
     y = pad + fnt.size + pad + ramp_h

@@ -1,9 +1,9 @@
 """What a person feels, measured in a real browser: headless Debian chromium driven by Playwright.
 
 For each model and a few photos: upload the photo, choose the model, click Caption, and time
-from the click to the moment the main view (#view) shows a NEW image that has finished
-loading ("caption to first overlay"). Then step through the words: click words of the caption and
-press ArrowRight, each timed from the input event to the new view image loaded; and let Play tick
+from the click to the moment the main view (#view, drawn in the page: app/page_view.js) has drawn
+the new trace ("caption to first overlay"). Then step through the words: click words of the caption and
+press ArrowRight, each timed from the input event to the new word drawn; and let Play tick
 a few times, timed as the interval between consecutive overlays (the timer ticks every 0.9 s).
 The first caption per model is a warm-up (model load) and is excluded from the statistics.
 With --explain METHOD, each caption is then explained: the click on that "Explain with" choice is
@@ -17,9 +17,9 @@ Without --url the app is started as a subprocess on a free 127.0.0.1 port (shipp
 --checkpoints DIR) and stopped at the end. Loopback only; chromium is kept off the network.
 
 Timing happens inside the page (performance.now() clock): the input's own event timestamp (a
-capture listener on window records `event.timeStamp` of the trusted click / keydown), and a
-capture listener for `load` on the document records when the #view <img> with a src different
-from the one shown before the input finished loading. Playwright's own round trips are not
+capture listener on window records `event.timeStamp` of the trusted click / keydown), and the
+view's canvas records when it finished drawing a trace, word and style other than the one shown
+before the input (its data-shown and data-drawn-at). Playwright's own round trips are not
 counted. JSON goes to stdout (and --out), a short table to stderr.
 """
 from __future__ import annotations
@@ -45,9 +45,9 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"]
 NOTE = ("The first caption per model (model load) is a warm-up: it is reported as warmup_ms and excluded from "
         "the statistics. Caption and stepping times are measured in the page, from the input event (click / "
-        "keydown) to the new #view image loaded; play_interval is the time between consecutive overlays while "
-        "playing (timer: 0.9 s), play_slider_to_overlay from the slider moving to the overlay loaded (Gradio "
-        "moves the slider after setting the view src, so that one is only the image fetch and decode).")
+        "keydown) to the new word drawn on the #view canvas; play_interval is the time between consecutive "
+        "overlays while playing (timer: 0.9 s), play_slider_to_overlay from the slider moving to the overlay "
+        "drawn (the page draws the word the server's tick moved the slider to).")
 
 # How often Playwright asks the page whether a measurement is over. The time itself is taken by the
 # page's own event listeners, so this only sets how soon the next input follows. Polling on every
@@ -57,7 +57,7 @@ POLL_MS = 50
 
 # Installed once in the page. `arm(trigger)` starts one measurement: t0 is the timestamp of the next
 # trusted click/keydown ('input') or of the next change of the word slider ('slider'); it ends when a
-# #view <img> whose src differs from the one shown at arm time has loaded. `check(grace)` is polled by
+# #view canvas has drawn something other than what it showed at arm time. `check(grace)` is polled by
 # Playwright: the result once shown, 'unchanged' when the step panel was re-rendered but the view kept
 # the same (content-named) src for `grace` ms, else null.
 PAGE_PROBE = """
@@ -66,8 +66,9 @@ PAGE_PROBE = """
   const view = document.querySelector('#view'), step = document.querySelector('#step'),
         panel = document.querySelector('#panel');
   if (!view || !step) return false;     // #panel is optional: without it only the timeout spots 'unchanged'
-  const img = () => view.querySelector('img');
-  const src = () => { const i = img(); return i ? i.src : null; };
+  // what the view shows: the page's canvas names its trace, word and style once drawn (page_view.js)
+  const canvas = () => view.querySelector('canvas');
+  const src = () => { const c = canvas(); return c ? (c.dataset.shown || null) : null; };
   const range = () => { const r = step.querySelector('input[type=range]'); return r ? r.value : null; };
   const B = window.__bench = {armed: null};
   let value = range();
@@ -77,24 +78,20 @@ PAGE_PROBE = """
   };
   window.addEventListener('click', onInput, true);
   window.addEventListener('keydown', onInput, true);
-  // the new image counts as shown at the first moment it is complete with pixels: seen by its load
-  // event, by the src mutation (already decoded, memory cache) or by a 4 ms poll while armed (Chrome
-  // sets `complete` a little before it dispatches `load` when the page is busy)
+  // the new view counts as shown when the canvas finished drawing it (its data-drawn-at), seen by the
+  // attribute's mutation or by a 4 ms poll while armed
   const look = (t, polled) => {
-    const a = B.armed, i = img();
-    if (!a || a.t0 === null || a.loaded !== null || !i || i.src === a.baseline) return;
+    const a = B.armed, s = src();
+    if (!a || a.t0 === null || a.loaded !== null || !s || s === a.baseline) return;
     if (a.srcSet === null) a.srcSet = t;
-    if (i.complete && i.naturalWidth > 0) { a.loaded = t; a.src = i.src; a.polled = polled; }
+    a.loaded = Number(canvas().dataset.drawnAt) || t; a.src = s; a.polled = polled;
   };
-  document.addEventListener('load', (e) => {
-    if (e.target.tagName === 'IMG' && view.contains(e.target)) look(performance.now(), false);
-  }, true);
   new MutationObserver(() => look(performance.now(), false))
-    .observe(view, {subtree: true, childList: true, attributes: true, attributeFilter: ['src']});
+    .observe(view, {subtree: true, childList: true, attributes: true, attributeFilter: ['data-shown']});
   setInterval(() => { const a = B.armed;
                       if (a && a.t0 !== null && a.loaded === null) look(performance.now(), true); }, 4);
   // the step panel is re-rendered by the same server answer as the view: a change of its content (not
-  // of its progress indicator) with the view's src unchanged means this step's image is the same file
+  // of its progress indicator) with the view unchanged means this step's view is the one shown
   const inTracker = (n) => { const e = n.nodeType === 1 ? n : n.parentElement;
                              return !!(e && e.closest('[data-testid=status-tracker]')); };
   const panelWatch = new MutationObserver((records) => {
@@ -308,7 +305,7 @@ class Page:
     def settle(self, quiet_ms: float = 1000, timeout_ms: float = 20_000) -> None:
         """Wait until the view image has not changed for `quiet_ms` (a late play tick must not be taken
         for the next caption's overlay)."""
-        self.page.wait_for_function("""q => { const i = document.querySelector('#view img'), s = i ? i.src : null,
+        self.page.wait_for_function("""q => { const c = document.querySelector('#view canvas'), s = c ? c.dataset.shown : null,
             w = window.__settle || (window.__settle = {s, t: performance.now()});
             if (w.s !== s) { w.s = s; w.t = performance.now(); }
             if (performance.now() - w.t < q) return false;
@@ -317,9 +314,9 @@ class Page:
     def play_ticks(self, n: int, n_words: int) -> list[dict]:
         """Start Play and time up to `n` ticks; then pause. Play starts from the selected word, or from the
         first when the last is selected. Each tick gets `ms`, from the word slider moving in the page to the
-        overlay loaded, and (after the first) `interval_ms`, from the previous tick's overlay to this one's:
-        the pace a person sees, ideally the timer's 0.9 s. Gradio moves the slider in the DOM a few ms
-        AFTER it has set the new view src, so `ms` only covers fetching and decoding the image."""
+        overlay drawn, and (after the first) `interval_ms`, from the previous tick's overlay to this one's:
+        the pace a person sees, ideally the timer's 0.9 s. The page draws the word once the slider has
+        moved, so `ms` only covers the drawing."""
         play = self.page.locator("#play")
         at = self.step_value()
         n = min(n, n_words if at >= n_words else n_words - at)

@@ -1,0 +1,137 @@
+"""The view drawn in the page (app/page_view.py, page_view.js): its payload carries the attention that
+emitted each word, the canvas matches render.py's picture of the same step, and hovering the photo
+tints every word by its attention there (the inverse view)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from viewer.app import session as S
+from viewer.engine.decoding import DecodeSettings
+
+from conftest import ASSETS
+from test_app import _browser, _captioned_page
+
+# Mean absolute difference per channel allowed between the canvas and render.py, away from the colour
+# bar (its text comes from two different font rasterisers). Grid maps: the same arithmetic in float32
+# vs float64 and rounding, a level or so. Regions: box outlines and label boxes are drawn by different
+# line rasterisers, and the labels' text differs.
+GRID_TOLERANCE, REGION_TOLERANCE = 1.5, 4.0
+BAR_ROWS = 110   # the colour bar's corner: at most this many rows at the bottom of a 640-row view
+CANVAS = """() => { const c = document.querySelector('#view canvas');
+  if (!c || !c.dataset.shown) return null;
+  return {w: c.width, h: c.height, step: Number(c.dataset.step), shown: c.dataset.shown,
+          pixels: Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data)}; }"""
+
+
+@pytest.fixture(scope="module")
+def studio(captioner):
+    return S.Studio(captioner)
+
+
+@pytest.mark.parametrize("model", ["sat-soft", "sat-hard", "updown", "transformer"])
+def test_the_payload_holds_the_attention_that_emitted_each_word(studio, photo, model):
+    ex = studio.explore(photo, model, DecodeSettings())
+    p = studio.page_view(ex, S.Style(), "Where the model looked")
+    assert p is not None and len(p["maps"]) == ex.n_steps == len(p["tokens"]) == len(p["first"])
+    assert (p["width"], p["height"]) == (ex.display.shape[1], ex.display.shape[0])
+    for s, shown in zip(ex.trace.steps, p["maps"]):
+        assert np.allclose(shown, s.attention, atol=1e-6)
+    assert p["kind"] == ("regions" if model == "updown" else "grid")
+    if p["kind"] == "grid":
+        assert len(p["cells"]) == p["side"] ** 2 and np.array(p["paper"]).shape == (224, p["side"])
+        assert p["samples"] == [s.sample for s in ex.trace.steps]
+        for t, draws in enumerate(p["draws"]):   # the page shows the first N of these: N's own draws
+            assert draws is None or draws[:3] == S.draw_cells(ex.trace.steps[t].attention, 3, seed=t)
+    else:
+        assert len(p["boxes"]) == len(p["labels"]) == len(p["context"]) == len(p["maps"][0])
+
+
+def test_stepping_and_restyling_do_not_resend_it_a_new_map_does(studio, photo):
+    ex = studio.explore(photo, "transformer", DecodeSettings())
+    first = studio.page_view(ex, S.Style(), "Where the model looked")
+    ex.go_to(3)
+    assert studio.page_view(ex, S.Style("blocky", "jet", 0.3, "stretch"), "Where the model looked") is None
+    head = studio.page_view(ex, S.Style(head="layer 1 head 2"), "Where the model looked")
+    assert head is not None and head["key"] != first["key"]
+    assert np.allclose(head["maps"][2], ex.trace.steps[2].heads[0, 1], atol=1e-6)
+
+
+def _canvas(page):
+    page.wait_for_function(CANVAS)
+    got = page.evaluate(CANVAS)
+    return got, np.array(got["pixels"], np.uint8).reshape(got["h"], got["w"], 4)[..., :3].astype(int)
+
+
+def _restyle(page, style: S.Style):
+    """Choose the style with the Overlay controls, as a person does."""
+    page.locator("#upsampling").get_by_text(style.upsampling, exact=True).click()
+    page.locator("#colormap input").click()
+    page.locator(f'[role=option][aria-label="{style.colormap}"]').click()
+    page.locator("#scale").get_by_text(style.scale, exact=True).click()
+
+
+@pytest.mark.parametrize("model", ["sat-soft", "sat-hard", "updown"])
+def test_the_canvas_matches_render_py(server, model):
+    """The canvas's pixels against render.py's view of the same step and style (server.py's oracle)."""
+    from playwright.sync_api import expect, sync_playwright
+    url, studio = server
+    styles = [S.Style(), S.Style("bilinear", "jet", 0.8, "absolute"), S.Style("blocky", "gray", 0.8, "stretch")]
+    with sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.set_default_timeout(90_000)
+        page.goto(url)
+        page.locator("#model input").click()
+        page.locator(f'[role=option][aria-label="{model}"]').click()
+        page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
+        page.wait_for_timeout(1500)
+        page.locator("#run").click()
+        expect(page.locator("#status")).to_contain_text("caption", timeout=90_000)
+        ex = studio.explore(os.path.join(ASSETS, "coffee.jpg"), model, DecodeSettings(beam_size=3))
+        page.locator("#caption .token").nth(1).click()          # a word other than the first
+        for style in styles if model != "updown" else styles[:1]:
+            if style != S.Style():
+                _restyle(page, style)
+            page.wait_for_function("s => document.querySelector('#view canvas').dataset.shown.includes(s)",
+                                   arg=f"|{style.upsampling}|{style.colormap}|")
+            got, pixels = _canvas(page)
+            assert got["step"] == 1
+            ex.step = got["step"]
+            want = S.overlay(ex, style).astype(int)
+            assert pixels.shape == want.shape
+            diff = np.abs(pixels - want)[:-BAR_ROWS].mean()
+            assert diff <= (REGION_TOLERANCE if model == "updown" else GRID_TOLERANCE), (style, diff)
+            # a wrong colour map or a transposed grid is far outside the tolerance
+            if model != "updown":
+                wrong = S.overlay(ex, S.Style(style.upsampling, "inferno" if style.colormap != "inferno" else "jet",
+                                              style.opacity, style.scale)).astype(int)
+                assert np.abs(pixels - wrong)[:-BAR_ROWS].mean() > 3 * GRID_TOLERANCE
+        browser.close()
+
+
+def test_hovering_the_photo_tints_each_word_by_its_attention_there(server):
+    from playwright.sync_api import sync_playwright
+    url, studio = server
+    with sync_playwright() as p:
+        browser = _browser(p)
+        page = _captioned_page(browser, url, 90_000)
+        got, _ = _canvas(page)
+        model = page.locator("#model input").input_value()
+        ex = studio.explore(os.path.join(ASSETS, "coffee.jpg"), model, DecodeSettings(beam_size=3))
+        trace = ex.trace
+        row, col = 4, 9
+        box = page.evaluate("() => window.__viewerMain.picture()")   # the photo's box on the screen
+        x = box["left"] + (col + 0.5) / trace.grid_side * box["width"]
+        y = box["top"] + (row + 0.5) / trace.grid_side * box["height"]
+        page.mouse.move(x, y)
+        page.wait_for_function("() => document.querySelector('#caption .token')?.dataset.looked !== undefined")
+        looked = page.evaluate("() => [...document.querySelectorAll('#caption .token')].map(t => Number(t.dataset.looked))")
+        cell = row * trace.grid_side + col
+        want = [trace.steps[trace.word_at(t).first].attention[cell] for t in range(len(trace.steps))]
+        assert np.allclose(looked, want, atol=1e-6)
+        page.mouse.move(1, 1)                                  # off the photo: no tint
+        page.wait_for_function("() => document.querySelector('#caption .token').dataset.looked === undefined")
+        browser.close()

@@ -1,0 +1,326 @@
+// The page's view (page_view.py): the body of gr.HTML's js_on_load (element, trigger, props, watch),
+// after `const AV_CONSTANTS = {...}` (the absolute scale and colour tables render.py uses).
+// It draws what render.py draws, the same way: density (the paper's A @ G @ A.T, bilinear or
+// blocky), brightness (absolute or stretched), shading (the paper's grey mask, spotlight, a colour
+// map), the colour bar, hard attention's cells, region boxes. Steps and styles redraw here; the
+// server hears of a click on the photo (steering, hiding) through the `select` event.
+const C = AV_CONSTANTS;
+const root = element.querySelector('.av');
+const canvas = element.querySelector('.av-canvas');
+const title = element.querySelector('.av-title');
+const ctx = canvas.getContext('2d');
+const S = {payload: null, key: null, photo: null, step: 0, densities: new Map(), lights: new Map(), hover: null};
+if (element.closest('#view')) window.__viewerMain = S;   // the Explore view: the stepping keys drive it (viewer.js)
+window.__viewerStyle = window.__viewerStyle || {upsampling: 'smooth', colormap: 'paper', opacity: 0.8,
+  scale: 'absolute', show_alpha: true, hard_samples: 1};
+
+// --- the drawing, as render.py -----------------------------------------------------------------
+// cv2.resize(INTER_LINEAR) of a (sh, sw) float map to (h, w): half-pixel centres, edges replicated.
+function bilinear(src, sw, sh, w, h) {
+  const out = new Float32Array(w * h), xs = new Int32Array(w), xf = new Float32Array(w);
+  const fxs = sw / w, fys = sh / h;
+  for (let x = 0; x < w; x++) {
+    let fx = (x + 0.5) * fxs - 0.5, sx = Math.floor(fx); fx -= sx;
+    if (sx < 0) { fx = 0; sx = 0; }
+    if (sx >= sw - 1) { fx = 0; sx = sw - 1; }
+    xs[x] = sx; xf[x] = fx;
+  }
+  for (let y = 0; y < h; y++) {
+    let fy = (y + 0.5) * fys - 0.5, sy = Math.floor(fy); fy -= sy;
+    if (sy < 0) { fy = 0; sy = 0; }
+    if (sy >= sh - 1) { fy = 0; sy = sh - 1; }
+    const r0 = sy * sw, r1 = Math.min(sy + 1, sh - 1) * sw, o = y * w;
+    for (let x = 0; x < w; x++) {
+      const sx = xs[x], sx1 = Math.min(sx + 1, sw - 1), a = xf[x];
+      const top = src[r0 + sx] * (1 - a) + src[r0 + sx1] * a, bot = src[r1 + sx] * (1 - a) + src[r1 + sx1] * a;
+      const v = top * (1 - fy) + bot * fy;
+      out[o + x] = v > 0 ? v : 0;
+    }
+  }
+  return out;
+}
+
+// render.density: attention per 1/196 of the photo at every pixel.
+function density(map, side, w, h, style, paper) {
+  const k = (side * side) / 196, g = new Float64Array(side * side);
+  for (let i = 0; i < g.length; i++) g[i] = map[i] * k;
+  if (style === 'blocky') {
+    const out = new Float32Array(w * h);
+    for (let y = 0; y < h; y++) {
+      const sy = Math.min(Math.floor(y * side / h), side - 1);
+      for (let x = 0; x < w; x++) out[y * w + x] = g[sy * side + Math.min(Math.floor(x * side / w), side - 1)];
+    }
+    return out;
+  }
+  if (style === 'smooth') {   // the paper's pyramid_expand as A @ G @ A.T (A: paper_side x side)
+    const P = paper.length, ag = new Float64Array(P * side), big = new Float32Array(P * P);
+    for (let i = 0; i < P; i++) for (let j = 0; j < side; j++) {
+      let s = 0; for (let m = 0; m < side; m++) s += paper[i][m] * g[m * side + j];
+      ag[i * side + j] = s;
+    }
+    for (let i = 0; i < P; i++) for (let j = 0; j < P; j++) {
+      let s = 0; for (let m = 0; m < side; m++) s += ag[i * side + m] * paper[j][m];
+      big[i * P + j] = s;
+    }
+    return bilinear(big, P, P, w, h);
+  }
+  return bilinear(Float32Array.from(g), side, side, w, h);
+}
+
+// render.region_density: each pixel, the summed weight of the regions covering it.
+function regionDensity(boxes, weights, w, h) {
+  const out = new Float32Array(w * h);
+  boxes.forEach((b, i) => {
+    const x1 = Math.max(0, Math.round(b[0])), y1 = Math.max(0, Math.round(b[1]));
+    const x2 = Math.min(w, Math.max(0, Math.round(b[2]))), y2 = Math.min(h, Math.max(0, Math.round(b[3])));
+    for (let y = y1; y < y2; y++) for (let x = x1; x < x2; x++) out[y * w + x] += weights[i];
+  });
+  return out;
+}
+
+// render.brightness: [0, 1] on the absolute scale (FULL_WEIGHT, GAMMA) or the map's own range.
+function brightness(d, scale) {
+  const out = new Float32Array(d.length);
+  if (scale === 'absolute') {
+    for (let i = 0; i < d.length; i++) out[i] = Math.pow(Math.min(Math.max(d[i] / C.full_weight, 0), 1), C.gamma);
+    return out;
+  }
+  let lo = Infinity, hi = -Infinity;
+  for (let i = 0; i < d.length; i++) { if (d[i] < lo) lo = d[i]; if (d[i] > hi) hi = d[i]; }
+  const span = Math.max(hi - lo, 1e-12);
+  for (let i = 0; i < d.length; i++) out[i] = (d[i] - lo) / span;
+  return out;
+}
+
+// render.shade: the light laid over the photo.
+function shade(photo, light, cmap, opacity, out) {
+  const p = photo.data, o = out.data, n = light.length, lut = C.luts[cmap];
+  for (let i = 0, j = 0; i < n; i++, j += 4) {
+    const l = light[i];
+    if (cmap === 'paper') {
+      const g = Math.floor(l * 255) * opacity;
+      o[j] = p[j] * (1 - opacity) + g; o[j + 1] = p[j + 1] * (1 - opacity) + g; o[j + 2] = p[j + 2] * (1 - opacity) + g;
+    } else if (cmap === 'spotlight') {
+      const keep = 1 - opacity * (1 - l), grey = 235 * (1 - keep);
+      o[j] = p[j] * keep + grey; o[j + 1] = p[j + 1] * keep + grey; o[j + 2] = p[j + 2] * keep + grey;
+    } else {
+      const c = lut[Math.floor(l * 255)];
+      o[j] = p[j] * (1 - opacity) + c[0] * opacity; o[j + 1] = p[j + 1] * (1 - opacity) + c[1] * opacity;
+      o[j + 2] = p[j + 2] * (1 - opacity) + c[2] * opacity;
+    }
+    o[j + 3] = 255;
+  }
+}
+
+// render.colour_bar + paste_bar: a small legend in the bottom-left corner.
+function colourBar(w, h, cmap, marker, left, right, label) {
+  const bw = Math.floor(Math.min(Math.max(w * 0.28, 96), 280)), fs = Math.max(10, Math.floor(bw / 14));
+  const rampH = Math.max(6, Math.floor(bw / 18)), pad = 4, bh = 2 * fs + rampH + 3 * pad;
+  if (bh + 8 > h || bw + 8 > w) return;
+  const x0 = 6, y0 = h - bh - 6, lut = C.luts[cmap];
+  ctx.save();
+  ctx.globalAlpha = 0.85;
+  ctx.fillStyle = 'rgb(24,24,24)'; ctx.fillRect(x0, y0, bw, bh);
+  const n = bw - 2 * pad;
+  for (let i = 0; i < n; i++) {
+    const c = lut[Math.floor(i * 255 / Math.max(n - 1, 1))];
+    ctx.fillStyle = `rgb(${c[0]},${c[1]},${c[2]})`; ctx.fillRect(x0 + pad + i, y0 + pad + fs + pad, 1, rampH);
+  }
+  ctx.font = `${fs}px sans-serif`; ctx.textBaseline = 'top';
+  ctx.fillStyle = '#fff'; ctx.textAlign = 'left'; ctx.fillText(label, x0 + pad, y0 + pad);
+  const y = y0 + pad + fs + pad + rampH + 1;
+  ctx.fillStyle = 'rgb(200,200,200)'; ctx.fillText(left, x0 + pad, y);
+  ctx.textAlign = 'right'; ctx.fillText(right, x0 + bw - pad, y);
+  if (marker !== null) {
+    const mx = x0 + pad + Math.min(Math.max(marker, 0), 1) * n, top = y0 + pad + fs + pad;
+    ctx.fillStyle = 'rgb(245,158,11)'; ctx.beginPath();
+    ctx.moveTo(mx - 4, top - 1); ctx.lineTo(mx + 4, top - 1); ctx.lineTo(mx, top + rampH * 0.6); ctx.fill();
+  }
+  ctx.restore();
+}
+
+// render.render_cells: a cell's outline drawn inside its box, as PIL's rectangle(width=...) does.
+function cellOutline(box, colour, w, h) {
+  const line = Math.max(2, Math.round(Math.min(w, h) / 150));
+  ctx.strokeStyle = colour; ctx.lineWidth = line;
+  const [x1, y1, x2, y2] = box;
+  ctx.strokeRect(x1 + line / 2, y1 + line / 2, x2 - x1 + 1 - line, y2 - y1 + 1 - line);
+}
+
+// render.shown_regions: the fewest regions, most weighted first, holding 90% of the weight.
+function shownRegions(weights, most) {
+  const order = weights.map((_, i) => i).sort((a, b) => weights[b] - weights[a] || a - b);
+  const total = weights.reduce((a, b) => a + b, 0);
+  let cum = 0, n = 0;
+  for (const i of order) { cum += weights[i]; n++; if (cum >= 0.9 * total - 1e-9) break; }
+  return order.slice(0, Math.min(n, most, order.length));
+}
+
+// render.place_labels: above the box, inside its top, below, inside its bottom; never overlapping.
+function placeLabels(anchors, sizes, w, h) {
+  const placed = [];
+  return anchors.map(([x1, y1, x2, y2], k) => {
+    const [lw, lh] = sizes[k];
+    if (lw > w || lh > h) return null;
+    const spots = [];
+    for (const y of [y1 - lh, y1, y2, y2 - lh]) for (const x of [x1, x2 - lw]) spots.push([x, y]);
+    for (let y = 0; y <= h - lh; y += Math.max(1, Math.floor(lh / 2))) spots.push([x1, y]);
+    for (let [x, y] of spots) {
+      x = Math.min(Math.max(Math.round(x), 0), w - lw); y = Math.min(Math.max(Math.round(y), 0), h - lh);
+      const c = [x, y, x + lw, y + lh];
+      if (placed.every((r) => c[2] <= r[0] || r[2] <= c[0] || c[3] <= r[1] || r[3] <= c[1])) { placed.push(c); return c; }
+    }
+    return null;
+  });
+}
+
+// render.render_regions: filled as strongly as their weight, objects labelled "class score · weight".
+// The boxes go on a layer whose pixels each rectangle REPLACES (as PIL draws on an RGBA layer), most
+// weighted last, and the layer is then laid over the photo.
+function drawRegions(P, weights, w, h) {
+  const small = Math.max(w, h) < 300, shown = shownRegions(weights, small ? 3 : 8);
+  const unit = Math.max(1, Math.min(w, h) / 300), fs = Math.max(11, Math.round(6 * unit));
+  const TOP = [255, 200, 0], OBJ = [0, 190, 255], CTX = [210, 210, 210];
+  const layer = new Uint8ClampedArray(w * h * 4);
+  const paint = (x1, y1, x2, y2, c, a) => {
+    for (let y = Math.max(0, y1); y <= Math.min(h - 1, y2); y++)
+      for (let x = Math.max(0, x1); x <= Math.min(w - 1, x2); x++) {
+        const j = (y * w + x) * 4; layer[j] = c[0]; layer[j + 1] = c[1]; layer[j + 2] = c[2]; layer[j + 3] = a;
+      }
+  };
+  for (const i of [...shown].reverse()) {
+    const top = i === shown[0], quiet = P.context[i] && !top, col = top ? TOP : P.context[i] ? CTX : OBJ;
+    const fill = Math.floor(255 * C.fill_max * Math.sqrt(weights[i]) * (quiet ? 0.5 : 1));
+    const line = quiet ? 1 : Math.max(1, Math.round(unit * (1 + 4 * Math.sqrt(weights[i]))));
+    const [x1, y1, x2, y2] = P.boxes[i].map(Math.round);
+    paint(x1, y1, x2, y2, col, fill);
+    const edge = quiet ? 140 : 255;
+    paint(x1, y1, x2, y1 + line - 1, col, edge); paint(x1, y2 - line + 1, x2, y2, col, edge);
+    paint(x1, y1, x1 + line - 1, y2, col, edge); paint(x2 - line + 1, y1, x2, y2, col, edge);
+  }
+  const img = ctx.createImageData(w, h), p = S.photo.data, o = img.data;
+  for (let j = 0; j < o.length; j += 4) {
+    const a = layer[j + 3] / 255;
+    o[j] = p[j] * (1 - a) + layer[j] * a; o[j + 1] = p[j + 1] * (1 - a) + layer[j + 1] * a;
+    o[j + 2] = p[j + 2] * (1 - a) + layer[j + 2] * a; o[j + 3] = 255;
+  }
+  ctx.putImageData(img, 0, 0);
+  const named = shown.filter((i) => i === shown[0] || (!small && !P.context[i]));
+  ctx.font = `${fs}px sans-serif`; ctx.textBaseline = 'top';
+  const texts = named.map((i) => P.context[i] ? `${P.labels[i]} · ${weights[i].toFixed(2)}`
+    : `${P.labels[i]} ${P.scores[i].toFixed(2)} · ${weights[i].toFixed(2)}`);
+  const sizes = texts.map((t) => [Math.ceil(ctx.measureText(t).width) + 6, fs + 4]);
+  placeLabels(named.map((i) => P.boxes[i]), sizes, w, h).forEach((r, k) => {
+    if (!r) return;
+    ctx.fillStyle = 'rgba(0,0,0,0.78)'; ctx.fillRect(r[0], r[1], r[2] - r[0], r[3] - r[1]);
+    ctx.strokeStyle = named[k] === shown[0] ? 'rgb(255,200,0)' : 'rgb(0,190,255)'; ctx.lineWidth = 1;
+    ctx.strokeRect(r[0] + 0.5, r[1] + 0.5, r[2] - r[0] - 1, r[3] - r[1] - 1);
+    ctx.fillStyle = '#fff'; ctx.textAlign = 'left'; ctx.fillText(texts[k], r[0] + 3, r[1] + 2);
+  });
+  const peak = Math.max(...weights);
+  colourBar(w, h, 'regions', Math.sqrt(peak), '0', '1', `top region ${peak.toFixed(2)}`);
+}
+
+const pct = (v) => `${(v * 100).toFixed(1)}%`;
+
+function draw() {
+  const P = S.payload, st = window.__viewerStyle;
+  if (!P || !S.photo) return;
+  const t = Math.min(Math.max(S.step, 0), P.maps.length - 1), w = P.width, h = P.height;
+  const map = P.maps[t];
+  if (P.kind === 'regions') {
+    drawRegions(P, map, w, h);
+  } else {
+    const hard = P.samples[t] !== null;
+    if (st.show_alpha || !hard) {
+      const dk = t + '|' + st.upsampling;
+      if (!S.densities.has(dk)) S.densities.set(dk, density(map, P.side, w, h, st.upsampling, P.paper));
+      const d = S.densities.get(dk), lk = dk + '|' + st.scale;
+      if (!S.lights.has(lk)) S.lights.set(lk, brightness(d, st.scale));
+      const img = ctx.createImageData(w, h);
+      shade(S.photo, S.lights.get(lk), st.colormap, Number(st.opacity), img);
+      ctx.putImageData(img, 0, 0);
+      const peak = Math.max(...map);
+      let dmax = 0; for (let i = 0; i < d.length; i++) if (d[i] > dmax) dmax = d[i];
+      if (st.scale === 'absolute') colourBar(w, h, st.colormap, Math.pow(Math.min(dmax / C.full_weight, 1), C.gamma),
+        '0', `${Math.round(C.full_weight * 100)}%/cell`, `peak cell ${pct(peak)}`);
+      else colourBar(w, h, st.colormap, 1, 'min', 'max', `peak cell ${pct(peak)} (stretched)`);
+    } else ctx.putImageData(S.photo, 0, 0);
+    if (hard) {
+      const n = Number(st.hard_samples) || 1;
+      if (n > 1 && P.draws[t]) for (const c of new Set(P.draws[t].slice(0, n))) cellOutline(P.cells[c], 'rgb(255,150,0)', w, h);
+      cellOutline(P.cells[P.samples[t]], 'rgb(255,40,40)', w, h);
+    }
+  }
+  canvas.dataset.step = String(t);
+  canvas.dataset.drawnAt = String(performance.now());   // what is on the canvas, for tests and the benchmark
+  canvas.dataset.shown = `${S.key}|${t}|${st.upsampling}|${st.colormap}|${st.opacity}|${st.scale}|${st.show_alpha}|${st.hard_samples}`;
+  tint();
+}
+
+// --- the inverse view: which words looked at the place under the pointer -------------------------
+function lookedAt(P, x, y) {
+  if (P.kind === 'regions') {
+    const inside = P.boxes.map((b) => b[0] <= x && x <= b[2] && b[1] <= y && y <= b[3]);
+    return P.maps.map((m) => m.reduce((s, v, i) => s + (inside[i] ? v : 0), 0));
+  }
+  const cell = P.cells.findIndex((b) => b[0] <= x && x < b[2] && b[1] <= y && y < b[3]);
+  return cell < 0 ? null : P.maps.map((m) => m[cell]);
+}
+
+function tint() {
+  const P = S.payload, tokens = document.querySelectorAll('#caption .token');
+  const values = S.hover && P ? lookedAt(P, S.hover[0], S.hover[1]) : null;
+  const top = values ? Math.max(...P.first.map((f) => values[f]), 1e-12) : 1;
+  tokens.forEach((el, i) => {
+    if (!values || !P || i >= P.first.length) { el.style.boxShadow = ''; delete el.dataset.looked; return; }
+    const v = values[P.first[i]];   // a word's tokens share its first token's attention
+    el.dataset.looked = String(v);
+    el.style.boxShadow = `inset 0 -0.6em 0 rgba(245,158,11,${(0.85 * v / top).toFixed(3)})`;
+  });
+}
+
+// The photo's box on the screen: the canvas is laid out to fill the stage, its picture contained.
+function picture() {
+  const r = canvas.getBoundingClientRect(), s = Math.min(r.width / canvas.width, r.height / canvas.height);
+  const w = canvas.width * s, h = canvas.height * s;
+  return {left: r.left + (r.width - w) / 2, top: r.top + (r.height - h) / 2, width: w, height: h};
+}
+S.picture = picture;
+function pointer(e) {
+  const b = picture();
+  return [(e.clientX - b.left) * canvas.width / b.width, (e.clientY - b.top) * canvas.height / b.height];
+}
+const onPhoto = ([x, y]) => x >= 0 && y >= 0 && x < canvas.width && y < canvas.height;
+canvas.addEventListener('pointermove', (e) => { const at = pointer(e); S.hover = onPhoto(at) ? at : null; tint(); });
+canvas.addEventListener('pointerdown', (e) => { if (e.pointerType === 'touch') { S.hover = pointer(e); tint(); } });
+canvas.addEventListener('pointerleave', (e) => { if (e.pointerType !== 'touch') { S.hover = null; tint(); } });
+canvas.addEventListener('click', (e) => {
+  const at = pointer(e);
+  if (S.payload && onPhoto(at)) trigger('select', {index: at.map(Math.floor), value: null});
+});
+
+// --- a new trace from the server; a step or a style from the page ---------------------------------
+function load() {
+  const P = props.value;
+  if (!P || !P.maps) { root.classList.remove('ready'); S.payload = null; title.textContent = ''; return; }
+  title.textContent = P.title || '';
+  if (P.key === S.key) return;
+  S.key = P.key; S.densities = new Map(); S.lights = new Map(); S.step = P.step || 0;
+  const im = new Image();
+  im.onload = () => {
+    if (S.key !== P.key) return;
+    canvas.width = P.width; canvas.height = P.height;
+    ctx.drawImage(im, 0, 0, P.width, P.height);
+    S.photo = ctx.getImageData(0, 0, P.width, P.height);
+    S.payload = P;
+    root.classList.add('ready');
+    draw();
+    canvas.dataset.key = P.key;
+  };
+  im.src = P.photo;
+}
+S.show = (t) => { if (S.payload) { S.step = t; draw(); } };
+S.redraw = () => draw();
+watch('value', load);
+load();

@@ -1,0 +1,41 @@
+"""The view drawn in the page: a `gr.HTML` component whose script (page_view.js, beside this file)
+draws a trace's maps on a 2D canvas, as render.py draws them on the server.
+
+The Caption event sends the trace as JSON (`session.view_payload`) in the same reply as the caption: the
+photo once (a JPEG data URI), every step's map (a grid, or region weights over boxes), the paper's
+upsampling operator and the colour tables. Stepping through words, and every change of colour map,
+opacity, upsampling or scale, then redraws in the page with no request. render.py stays the
+oracle: tests compare the canvas's pixels with its image of the same step; it still draws the
+exports, Compare and the steered view.
+"""
+from __future__ import annotations
+
+import os
+
+import gradio as gr
+
+from ..engine.render import COLORMAPS, FULL_WEIGHT, GAMMA, FILL_MAX, PAPER_SIDE, colour_table
+
+HERE = os.path.dirname(__file__)
+
+
+def _read(name: str) -> str:
+    with open(os.path.join(HERE, name), encoding="utf-8") as f:
+        return f.read()
+
+
+def constants() -> dict:
+    """The drawing constants the page shares with render.py: the absolute scale and the colour tables."""
+    return {"full_weight": FULL_WEIGHT, "gamma": GAMMA, "fill_max": FILL_MAX, "paper_side": PAPER_SIDE,
+            "luts": {c: colour_table(c)[:, 0].tolist() for c in (*COLORMAPS, "regions")}}
+
+
+class AttentionView(gr.HTML):
+    """The page's view of a trace: a canvas, the view's title, and the colour bar; its value is a
+    `view_payload` dict (None: nothing captioned yet)."""
+
+    def __init__(self, value: dict | None = None, **kwargs):
+        import json
+        js = "const AV_CONSTANTS = " + json.dumps(constants()) + ";\n" + _read("page_view.js")
+        super().__init__(value=value, html_template=_read("page_view.html"), css_template=_read("page_view.css"),
+                         js_on_load=js, **kwargs)
