@@ -269,7 +269,12 @@ def test_browser_session(server, tmp_path):
         texts = [page.locator(f"#cmp-caption-{i}").inner_text() for i in range(3)]
         plain = [t.split(": ", 1)[1].replace("**", "").replace("[", "").replace("]", "") for t in texts]
         assert plain[0] == plain[1] == plain[2]          # same words for every model
-        page.wait_for_function("() => document.querySelectorAll('[id^=cmp-view] img').length === 3")
+        page.wait_for_function("() => [...document.querySelectorAll('[id^=cmp-view] canvas')]"
+                               ".filter((c) => c.dataset.shown).length === 3")   # drawn in the page
+        page.locator("#cmp-step input[type=range]").fill("2")   # the same word in every view, at its first token
+        page.wait_for_function("() => [...document.querySelectorAll('[id^=cmp-view] canvas')]"
+                               ".every((c) => c.dataset.step === String(window.__attentionViews[c.closest('[id^=cmp-view]').id]"
+                               ".payload.word_firsts[1]))")
         # the paper's soft-vs-hard figure: one row per model, one column per word
         page.locator("#cmp-figure").click()
         link = page.locator("#cmp-download a").first

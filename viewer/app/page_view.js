@@ -3,14 +3,18 @@
 // It draws what render.py draws, the same way: density (the paper's A @ G @ A.T, bilinear or
 // blocky), brightness (absolute or stretched), shading (the paper's grey mask, spotlight, a colour
 // map), the colour bar, hard attention's cells, region boxes. Steps and styles redraw here; the
-// server hears of a click on the photo (steering, hiding) through the `select` event.
+// server hears of a click on the photo (steering, hiding) through the `select` event, and that a
+// new trace is on screen through `load` (the word strip and the seen words follow it).
 const C = AV_CONSTANTS;
 const root = element.querySelector('.av');
 const canvas = element.querySelector('.av-canvas');
 const title = element.querySelector('.av-title');
 const ctx = canvas.getContext('2d');
-const S = {payload: null, key: null, photo: null, step: 0, densities: new Map(), lights: new Map(), hover: null};
-if (element.closest('#view')) window.__viewerMain = S;   // the Explore view: the stepping keys drive it (viewer.js)
+const S = {payload: null, key: null, photo: null, step: 0, frames: new Map(), frameStyle: null, busy: false, hover: null};
+const home = element.closest('#view, [id^="cmp-view-"]');
+const main = !!element.closest('#view');
+if (main) window.__viewerMain = S;   // the Explore view: the stepping keys drive it (viewer.js), its words are tinted
+(window.__attentionViews = window.__attentionViews || {})[home ? home.id : 'view'] = S;
 window.__viewerStyle = window.__viewerStyle || {upsampling: 'smooth', colormap: 'paper', opacity: 0.8,
   scale: 'absolute', show_alpha: true, hard_samples: 1};
 
@@ -113,38 +117,38 @@ function shade(photo, light, cmap, opacity, out) {
 }
 
 // render.colour_bar + paste_bar: a small legend in the bottom-left corner.
-function colourBar(w, h, cmap, marker, left, right, label) {
+function colourBar(g, w, h, cmap, marker, left, right, label) {
   const bw = Math.floor(Math.min(Math.max(w * 0.28, 96), 280)), fs = Math.max(10, Math.floor(bw / 14));
   const rampH = Math.max(6, Math.floor(bw / 18)), pad = 4, bh = 2 * fs + rampH + 3 * pad;
   if (bh + 8 > h || bw + 8 > w) return;
   const x0 = 6, y0 = h - bh - 6, lut = C.luts[cmap];
-  ctx.save();
-  ctx.globalAlpha = 0.85;
-  ctx.fillStyle = 'rgb(24,24,24)'; ctx.fillRect(x0, y0, bw, bh);
+  g.save();
+  g.globalAlpha = 0.85;
+  g.fillStyle = 'rgb(24,24,24)'; g.fillRect(x0, y0, bw, bh);
   const n = bw - 2 * pad;
   for (let i = 0; i < n; i++) {
     const c = lut[Math.floor(i * 255 / Math.max(n - 1, 1))];
-    ctx.fillStyle = `rgb(${c[0]},${c[1]},${c[2]})`; ctx.fillRect(x0 + pad + i, y0 + pad + fs + pad, 1, rampH);
+    g.fillStyle = `rgb(${c[0]},${c[1]},${c[2]})`; g.fillRect(x0 + pad + i, y0 + pad + fs + pad, 1, rampH);
   }
-  ctx.font = `${fs}px sans-serif`; ctx.textBaseline = 'top';
-  ctx.fillStyle = '#fff'; ctx.textAlign = 'left'; ctx.fillText(label, x0 + pad, y0 + pad);
+  g.font = `${fs}px sans-serif`; g.textBaseline = 'top';
+  g.fillStyle = '#fff'; g.textAlign = 'left'; g.fillText(label, x0 + pad, y0 + pad);
   const y = y0 + pad + fs + pad + rampH + 1;
-  ctx.fillStyle = 'rgb(200,200,200)'; ctx.fillText(left, x0 + pad, y);
-  ctx.textAlign = 'right'; ctx.fillText(right, x0 + bw - pad, y);
+  g.fillStyle = 'rgb(200,200,200)'; g.fillText(left, x0 + pad, y);
+  g.textAlign = 'right'; g.fillText(right, x0 + bw - pad, y);
   if (marker !== null) {
     const mx = x0 + pad + Math.min(Math.max(marker, 0), 1) * n, top = y0 + pad + fs + pad;
-    ctx.fillStyle = 'rgb(245,158,11)'; ctx.beginPath();
-    ctx.moveTo(mx - 4, top - 1); ctx.lineTo(mx + 4, top - 1); ctx.lineTo(mx, top + rampH * 0.6); ctx.fill();
+    g.fillStyle = 'rgb(245,158,11)'; g.beginPath();
+    g.moveTo(mx - 4, top - 1); g.lineTo(mx + 4, top - 1); g.lineTo(mx, top + rampH * 0.6); g.fill();
   }
-  ctx.restore();
+  g.restore();
 }
 
 // render.render_cells: a cell's outline drawn inside its box, as PIL's rectangle(width=...) does.
-function cellOutline(box, colour, w, h) {
+function cellOutline(g, box, colour, w, h) {
   const line = Math.max(2, Math.round(Math.min(w, h) / 150));
-  ctx.strokeStyle = colour; ctx.lineWidth = line;
+  g.strokeStyle = colour; g.lineWidth = line;
   const [x1, y1, x2, y2] = box;
-  ctx.strokeRect(x1 + line / 2, y1 + line / 2, x2 - x1 + 1 - line, y2 - y1 + 1 - line);
+  g.strokeRect(x1 + line / 2, y1 + line / 2, x2 - x1 + 1 - line, y2 - y1 + 1 - line);
 }
 
 // render.shown_regions: the fewest regions, most weighted first, holding 90% of the weight.
@@ -177,7 +181,7 @@ function placeLabels(anchors, sizes, w, h) {
 // render.render_regions: filled as strongly as their weight, objects labelled "class score · weight".
 // The boxes go on a layer whose pixels each rectangle REPLACES (as PIL draws on an RGBA layer), most
 // weighted last, and the layer is then laid over the photo.
-function drawRegions(P, weights, w, h) {
+function drawRegions(g, P, weights, w, h) {
   const small = Math.max(w, h) < 300, shown = shownRegions(weights, small ? 3 : 8);
   const unit = Math.max(1, Math.min(w, h) / 300), fs = Math.max(11, Math.round(6 * unit));
   const TOP = [255, 200, 0], OBJ = [0, 190, 255], CTX = [210, 210, 210];
@@ -198,27 +202,89 @@ function drawRegions(P, weights, w, h) {
     paint(x1, y1, x2, y1 + line - 1, col, edge); paint(x1, y2 - line + 1, x2, y2, col, edge);
     paint(x1, y1, x1 + line - 1, y2, col, edge); paint(x2 - line + 1, y1, x2, y2, col, edge);
   }
-  const img = ctx.createImageData(w, h), p = S.photo.data, o = img.data;
+  const img = g.createImageData(w, h), p = S.photo.data, o = img.data;
   for (let j = 0; j < o.length; j += 4) {
     const a = layer[j + 3] / 255;
     o[j] = p[j] * (1 - a) + layer[j] * a; o[j + 1] = p[j + 1] * (1 - a) + layer[j + 1] * a;
     o[j + 2] = p[j + 2] * (1 - a) + layer[j + 2] * a; o[j + 3] = 255;
   }
-  ctx.putImageData(img, 0, 0);
+  g.putImageData(img, 0, 0);
   const named = shown.filter((i) => i === shown[0] || (!small && !P.context[i]));
-  ctx.font = `${fs}px sans-serif`; ctx.textBaseline = 'top';
+  g.font = `${fs}px sans-serif`; g.textBaseline = 'top';
   const texts = named.map((i) => P.context[i] ? `${P.labels[i]} · ${weights[i].toFixed(2)}`
     : `${P.labels[i]} ${P.scores[i].toFixed(2)} · ${weights[i].toFixed(2)}`);
-  const sizes = texts.map((t) => [Math.ceil(ctx.measureText(t).width) + 6, fs + 4]);
+  const sizes = texts.map((t) => [Math.ceil(g.measureText(t).width) + 6, fs + 4]);
   placeLabels(named.map((i) => P.boxes[i]), sizes, w, h).forEach((r, k) => {
     if (!r) return;
-    ctx.fillStyle = 'rgba(0,0,0,0.78)'; ctx.fillRect(r[0], r[1], r[2] - r[0], r[3] - r[1]);
-    ctx.strokeStyle = named[k] === shown[0] ? 'rgb(255,200,0)' : 'rgb(0,190,255)'; ctx.lineWidth = 1;
-    ctx.strokeRect(r[0] + 0.5, r[1] + 0.5, r[2] - r[0] - 1, r[3] - r[1] - 1);
-    ctx.fillStyle = '#fff'; ctx.textAlign = 'left'; ctx.fillText(texts[k], r[0] + 3, r[1] + 2);
+    g.fillStyle = 'rgba(0,0,0,0.78)'; g.fillRect(r[0], r[1], r[2] - r[0], r[3] - r[1]);
+    g.strokeStyle = named[k] === shown[0] ? 'rgb(255,200,0)' : 'rgb(0,190,255)'; g.lineWidth = 1;
+    g.strokeRect(r[0] + 0.5, r[1] + 0.5, r[2] - r[0] - 1, r[3] - r[1] - 1);
+    g.fillStyle = '#fff'; g.textAlign = 'left'; g.fillText(texts[k], r[0] + 3, r[1] + 2);
   });
   const peak = Math.max(...weights);
-  colourBar(w, h, 'regions', Math.sqrt(peak), '0', '1', `top region ${peak.toFixed(2)}`);
+  colourBar(g, w, h, 'regions', Math.sqrt(peak), '0', '1', `top region ${peak.toFixed(2)}`);
+}
+
+
+// --- frames: each word's picture in the current style, made ahead so a step is one putImageData --------
+// Grid maps are made in a worker (the same functions, one frame at a time, nearest words first);
+// region views on the main thread between events. A frame missing when asked for is drawn at once.
+const styleKey = (st) => `${st.upsampling}|${st.colormap}|${st.opacity}|${st.scale}`;
+const KERNEL = `const C = ${JSON.stringify(C)};\n${[bilinear, density, brightness, shade].map(String).join('\n')}
+let photo = null, W = 0, H = 0;
+onmessage = (e) => {
+  const m = e.data;
+  if (m.photo) { photo = {data: new Uint8ClampedArray(m.photo)}; W = m.w; H = m.h; return; }
+  const d = density(m.map, m.side, W, H, m.style.upsampling, m.paper), light = brightness(d, m.style.scale);
+  const out = {data: new Uint8ClampedArray(W * H * 4)};
+  shade(photo, light, m.style.colormap, Number(m.style.opacity), out);
+  let dmax = 0; for (let i = 0; i < d.length; i++) if (d[i] > dmax) dmax = d[i];
+  postMessage({key: m.key, t: m.t, style: m.styleKey, pixels: out.data.buffer, dmax}, [out.data.buffer]);
+};`;
+let worker = null;
+try { worker = new Worker(URL.createObjectURL(new Blob([KERNEL], {type: 'text/javascript'}))); } catch (e) { worker = null; }
+if (worker) worker.onmessage = (e) => {
+  const r = e.data;
+  S.busy = false;
+  if (r.key === S.key && r.style === S.frameStyle) S.frames.set(r.t, {pixels: new Uint8ClampedArray(r.pixels), dmax: r.dmax});
+  ahead();
+};
+
+function gridFrame(P, t, st) {
+  const d = density(P.maps[t], P.side, P.width, P.height, st.upsampling, P.paper);
+  const img = ctx.createImageData(P.width, P.height);
+  shade(S.photo, brightness(d, st.scale), st.colormap, Number(st.opacity), img);
+  let dmax = 0; for (let i = 0; i < d.length; i++) if (d[i] > dmax) dmax = d[i];
+  return {pixels: img.data, dmax};
+}
+
+function regionFrame(P, t) {
+  const off = S.offscreen || (S.offscreen = document.createElement('canvas'));
+  off.width = P.width; off.height = P.height;
+  const g = off.getContext('2d', {willReadFrequently: true});
+  drawRegions(g, P, P.maps[t], P.width, P.height);
+  return {pixels: g.getImageData(0, 0, P.width, P.height).data, dmax: null};
+}
+
+function ahead() {   // the next missing frame, nearest the shown word first
+  const P = S.payload, st = window.__viewerStyle;
+  if (!P || S.busy || S.frameStyle !== (P.kind === 'regions' ? 'regions' : styleKey(st))) return;
+  const order = P.maps.map((_, i) => i).sort((a, b) => Math.abs(a - S.step) - Math.abs(b - S.step));
+  const t = order.find((i) => !S.frames.has(i));
+  if (t === undefined) return;
+  if (P.kind === 'regions' || !worker) {
+    S.busy = true;
+    setTimeout(() => {
+      S.busy = false;
+      if (S.payload === P && !S.frames.has(t) && S.frameStyle === (P.kind === 'regions' ? 'regions' : styleKey(st)))
+        S.frames.set(t, P.kind === 'regions' ? regionFrame(P, t) : gridFrame(P, t, st));
+      ahead();
+    }, 0);
+    return;
+  }
+  S.busy = true;
+  worker.postMessage({key: S.key, t, styleKey: S.frameStyle, map: P.maps[t], side: P.side, paper: P.paper,
+                      style: {upsampling: st.upsampling, colormap: st.colormap, opacity: st.opacity, scale: st.scale}});
 }
 
 const pct = (v) => `${(v * 100).toFixed(1)}%`;
@@ -227,35 +293,32 @@ function draw() {
   const P = S.payload, st = window.__viewerStyle;
   if (!P || !S.photo) return;
   const t = Math.min(Math.max(S.step, 0), P.maps.length - 1), w = P.width, h = P.height;
-  const map = P.maps[t];
+  const sk = P.kind === 'regions' ? 'regions' : styleKey(st);
+  if (S.frameStyle !== sk) { S.frames = new Map(); S.frameStyle = sk; }
   if (P.kind === 'regions') {
-    drawRegions(P, map, w, h);
+    if (!S.frames.has(t)) S.frames.set(t, regionFrame(P, t));
+    ctx.putImageData(new ImageData(S.frames.get(t).pixels, w, h), 0, 0);
   } else {
-    const hard = P.samples[t] !== null;
+    const map = P.maps[t], hard = P.samples[t] !== null;
     if (st.show_alpha || !hard) {
-      const dk = t + '|' + st.upsampling;
-      if (!S.densities.has(dk)) S.densities.set(dk, density(map, P.side, w, h, st.upsampling, P.paper));
-      const d = S.densities.get(dk), lk = dk + '|' + st.scale;
-      if (!S.lights.has(lk)) S.lights.set(lk, brightness(d, st.scale));
-      const img = ctx.createImageData(w, h);
-      shade(S.photo, S.lights.get(lk), st.colormap, Number(st.opacity), img);
-      ctx.putImageData(img, 0, 0);
-      const peak = Math.max(...map);
-      let dmax = 0; for (let i = 0; i < d.length; i++) if (d[i] > dmax) dmax = d[i];
-      if (st.scale === 'absolute') colourBar(w, h, st.colormap, Math.pow(Math.min(dmax / C.full_weight, 1), C.gamma),
+      if (!S.frames.has(t)) S.frames.set(t, gridFrame(P, t, st));
+      const f = S.frames.get(t), peak = Math.max(...map);
+      ctx.putImageData(new ImageData(f.pixels, w, h), 0, 0);
+      if (st.scale === 'absolute') colourBar(ctx, w, h, st.colormap, Math.pow(Math.min(f.dmax / C.full_weight, 1), C.gamma),
         '0', `${Math.round(C.full_weight * 100)}%/cell`, `peak cell ${pct(peak)}`);
-      else colourBar(w, h, st.colormap, 1, 'min', 'max', `peak cell ${pct(peak)} (stretched)`);
+      else colourBar(ctx, w, h, st.colormap, 1, 'min', 'max', `peak cell ${pct(peak)} (stretched)`);
     } else ctx.putImageData(S.photo, 0, 0);
     if (hard) {
       const n = Number(st.hard_samples) || 1;
-      if (n > 1 && P.draws[t]) for (const c of new Set(P.draws[t].slice(0, n))) cellOutline(P.cells[c], 'rgb(255,150,0)', w, h);
-      cellOutline(P.cells[P.samples[t]], 'rgb(255,40,40)', w, h);
+      if (n > 1 && P.draws[t]) for (const c of new Set(P.draws[t].slice(0, n))) cellOutline(ctx, P.cells[c], 'rgb(255,150,0)', w, h);
+      cellOutline(ctx, P.cells[P.samples[t]], 'rgb(255,40,40)', w, h);
     }
   }
   canvas.dataset.step = String(t);
   canvas.dataset.drawnAt = String(performance.now());   // what is on the canvas, for tests and the benchmark
   canvas.dataset.shown = `${S.key}|${t}|${st.upsampling}|${st.colormap}|${st.opacity}|${st.scale}|${st.show_alpha}|${st.hard_samples}`;
   tint();
+  ahead();
 }
 
 // --- the inverse view: which words looked at the place under the pointer -------------------------
@@ -269,6 +332,7 @@ function lookedAt(P, x, y) {
 }
 
 function tint() {
+  if (!main) return;
   const P = S.payload, tokens = document.querySelectorAll('#caption .token');
   const values = S.hover && P ? lookedAt(P, S.hover[0], S.hover[1]) : null;
   const top = values ? Math.max(...P.first.map((f) => values[f]), 1e-12) : 1;
@@ -305,22 +369,27 @@ function load() {
   const P = props.value;
   if (!P || !P.maps) { root.classList.remove('ready'); S.payload = null; title.textContent = ''; return; }
   title.textContent = P.title || '';
-  if (P.key === S.key) return;
-  S.key = P.key; S.densities = new Map(); S.lights = new Map(); S.step = P.step || 0;
+  if (P.key === S.key) { if (main) trigger('load'); return; }
+  S.key = P.key; S.frames = new Map(); S.frameStyle = null; S.busy = false; S.step = P.step || 0;
+  canvas.dataset.receivedAt = String(performance.now());   // the trace arrived (the benchmark splits the wait)
   const im = new Image();
-  im.onload = () => {
+  im.src = P.photo;
+  im.decode().then(() => {
     if (S.key !== P.key) return;
+    canvas.dataset.decodedAt = String(performance.now());
     canvas.width = P.width; canvas.height = P.height;
     ctx.drawImage(im, 0, 0, P.width, P.height);
     S.photo = ctx.getImageData(0, 0, P.width, P.height);
+    if (worker && P.kind === 'grid') worker.postMessage({photo: S.photo.data.buffer.slice(0), w: P.width, h: P.height});
     S.payload = P;
     root.classList.add('ready');
     draw();
     canvas.dataset.key = P.key;
-  };
-  im.src = P.photo;
+    if (main) trigger('load');   // drawn: the server may now do what the caption's page can wait for
+  });
 }
 S.show = (t) => { if (S.payload) { S.step = t; draw(); } };
+S.showWord = (i) => { const f = S.payload?.word_firsts; if (f) S.show(f[Math.min(Math.max(i, 0), f.length - 1)]); };
 S.redraw = () => draw();
 watch('value', load);
 load();

@@ -427,7 +427,7 @@ class Studio:
             return None
         ex.sent_view = key
         if ex.display_jpeg is None:
-            ex.display_jpeg = jpeg(ex.display)
+            ex.display_jpeg = jpeg(ex.display, quality=85)
         return view_payload(ex, title, head, ex.display_jpeg)
 
     # --- exporting ---------------------------------------------------------------------------
@@ -509,7 +509,8 @@ def view_payload(ex: Exploration, title: str, head: tuple[int, int] | None = Non
     out = {"key": view_key(ex).hex() + (f"-h{head}" if head else ""), "title": title, "width": w, "height": h,
            "photo": "data:image/jpeg;base64," + base64.b64encode(photo_jpeg or jpeg(ex.display)).decode(),
            "kind": "regions" if trace.attends_to == AttendsTo.REGIONS else "grid", "step": ex.step,
-           "tokens": shown_tokens(trace), "first": first_steps(trace), "words": [s.word for s in trace.steps]}
+           "tokens": shown_tokens(trace), "first": first_steps(trace), "words": [s.word for s in trace.steps],
+           "word_firsts": [w.first for w in trace.word_spans]}
     if out["kind"] == "grid":
         side = trace.grid_side
         maps = [s.heads[head] if head is not None and s.heads is not None else s.attention for s in trace.steps]

@@ -106,7 +106,6 @@ class Handlers:
         st = _style(*style)
         ex.method = "attention"
         reply = self._step_reply(ex, 1, st, coverage=False)
-        self.studio.prerender_coverage(ex, st)
         return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *reply)
 
     def _trace_views(self, ex):
@@ -139,16 +138,24 @@ class Handlers:
         """After a new trace: the view's payload if it changed (a new caption shows attention until
         it is explained), the head picker's entries, the coverage and the methods offered."""
         if ex is None:
-            return gr.Dropdown(), None, gr.Radio(), gr.skip()
+            return gr.Dropdown(), gr.Radio(), gr.skip()
         if (ex.method, ex.tokens) not in ex.explained:
             ex.method = "attention"
         st = _style(*style)
-        self.studio.prerender_coverage(ex, st)
         choices = S.head_choices(ex.trace)
         methods = [METHOD_LABELS[m] for m in self.studio.methods(ex.model)]
         return gr.Dropdown(choices=choices, value=st.head if st.head in choices else S.MEAN_HEADS), \
-            self.studio.view(ex, st, ex.step, "coverage"), gr.Radio(choices=methods, value=METHOD_LABELS[ex.method]), \
-            self._view(ex, st)
+            gr.Radio(choices=methods, value=METHOD_LABELS[ex.method]), self._view(ex, st)
+
+    @friendly
+    def after_drawn(self, ex, *style):
+        """Once the page shows a new trace: the server's own pictures of it, the coverage of the
+        selected word (the other words' drawn in the background) and the word strip."""
+        if ex is None:
+            return None, None
+        st = _style(*style)
+        self.studio.prerender_coverage(ex, st)
+        return self.studio.view(ex, st, ex.step, "coverage"), self.draw_strip(ex, *style)
 
     @friendly
     def explain_with(self, ex, label, t, *style, progress=gr.Progress()):
@@ -341,20 +348,26 @@ class Handlers:
         return gr.File(value=self.studio.export_png(ex, S.figure(ex, traces, _style(*style)), "figure"), visible=True)
 
     @friendly
-    def show_compare(self, ex, traces, t, *style):
-        blank = [None] * 3, [""] * 3
+    def compare_views(self, ex, traces, t, *style):
+        """Compare's views of new traces, drawn in the page like Explore's (each shows word `t`: its
+        first token), and each model's line."""
         if ex is None or not traces:
-            return [*blank[0], *blank[1]]
-        st = _style(*style)
-        views, texts = [], []
+            return [None] * 3 + [""] * 3
+        views = []
         for tr in traces:
-            k = tr.word_spans[min(int(t), len(tr.word_spans)) - 1].first   # the same word: its first token
-            one = S.Exploration(ex.photo, tr.model, ex.settings, [tr], step=k, display=ex.display)
-            views.append(self.studio.view(one, st, k))
-            texts.append(P.compare_line(tr, k))
-        views += [None] * (3 - len(views))
-        texts += [""] * (3 - len(texts))
-        return [*views, *texts]
+            one = S.Exploration(ex.photo, tr.model, ex.settings, [tr], step=self._word_step(tr, t), display=ex.display,
+                                display_jpeg=ex.display_jpeg)
+            views.append(self.studio.page_view(one, S.Style(), view_title("attention")))
+        return views + [None] * (3 - len(views)) + self.compare_lines(traces, t)
+
+    @staticmethod
+    def _word_step(trace, t) -> int:
+        return trace.word_spans[min(int(t), len(trace.word_spans)) - 1].first   # the same word: its first token
+
+    def compare_lines(self, traces, t):
+        """Each model's caption with word `t` in bold (the page has drawn the views already)."""
+        texts = [P.compare_line(tr, self._word_step(tr, t)) for tr in traces or []]
+        return texts + [""] * (3 - len(texts))
 
 
 def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
@@ -386,6 +399,7 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
         c.style = [c.upsampling, c.colormap, c.opacity, c.scale, c.show_alpha, c.hard_samples, c.head]
         c.step_outputs = [c.step, c.view, c.caption, c.panel, c.coverage, c.numbers, c.alternative]
         _wire_explore(c, h)
+        _drawn(c, h)
         _wire_branching(c, h)
         _wire_tools(c, h, studio)
     return demo
@@ -519,7 +533,7 @@ def _compare_tab(c, models: list[str]):
     c.cmp_run = gr.Button("Compare", variant="primary", elem_id="cmp-run")
     c.cmp_step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="cmp-step")
     with gr.Row():
-        c.cmp_views = [gr.Image(interactive=False, elem_id=f"cmp-view-{i}", height=380) for i in range(3)]
+        c.cmp_views = [AttentionView(elem_id=f"cmp-view-{i}") for i in range(3)]
     with gr.Row():
         c.cmp_captions = [gr.Markdown(elem_id=f"cmp-caption-{i}") for i in range(3)]
     c.cmp_figure = gr.Button("PNG of the paper's figure: one row per model, one column per word",
@@ -551,11 +565,17 @@ def _caption_event(c, h: Handlers, trigger):
 
 
 def _decoded(c, h: Handlers, event):
-    """After anything that brings a new trace: its views, then its word strip, then which words it saw."""
-    views = event.success(h.after_decode, [c.explored, *c.style],
-                          [c.head, c.coverage, c.explain_with, c.view], show_progress="hidden", **LIGHT)
-    strip = views.success(h.draw_strip, [c.explored, *c.style], c.strip, show_progress="hidden", **LIGHT)
-    return strip.success(h.seen_words, c.explored, c.caption, show_progress="hidden", **MODEL)
+    """After anything that brings a new trace: the head picker, coverage, methods and (if changed) the view."""
+    return event.success(h.after_decode, [c.explored, *c.style], [c.head, c.explain_with, c.view],
+                         show_progress="hidden", **LIGHT)
+
+
+def _drawn(c, h: Handlers):
+    """Once the page has drawn a new trace (the view's `load`): its coverage and word strip, then which
+    words it saw (a run of the pipeline). Started after the first overlay, so they do not compete with
+    it for a small machine's cores."""
+    drawn = c.view.load(h.after_drawn, [c.explored, *c.style], [c.coverage, c.strip], show_progress="hidden", **LIGHT)
+    drawn.success(h.seen_words, c.explored, c.caption, show_progress="hidden", **MODEL)
 
 
 # Events that only read (a step, a style, a drawn strip) take no turn in the model's queue; the events
@@ -563,8 +583,11 @@ def _decoded(c, h: Handlers, event):
 LIGHT = {"concurrency_limit": None}
 MODEL = {"concurrency_id": "model", "concurrency_limit": 4}
 STEP_JS = "(t) => { window.__viewerMain?.show(Number(t) - 1); return []; }"
+COMPARE_STEP_JS = ("(t) => { for (const [id, v] of Object.entries(window.__attentionViews || {}))"
+                   " if (id.startsWith('cmp-view-')) v.showWord(Number(t) - 1); return []; }")
 STYLE_JS = ("(upsampling, colormap, opacity, scale, show_alpha, hard_samples) => { window.__viewerStyle = "
-            "{upsampling, colormap, opacity, scale, show_alpha, hard_samples}; window.__viewerMain?.redraw(); return []; }")
+            "{upsampling, colormap, opacity, scale, show_alpha, hard_samples};"
+            " Object.values(window.__attentionViews || {}).forEach((v) => v.redraw()); return []; }")
 
 
 def _wire_explore(c, h: Handlers):
@@ -620,11 +643,12 @@ def _wire_tools(c, h: Handlers, studio: S.Studio):
                    show_progress="hidden")
     c.occlude_btn.click(h.hide, c.explored, c.occluded, **MODEL)
     c.view.select(h.click_photo, [c.explored, c.click_mode, *c.style], [c.clicked, c.steered_view], **MODEL)
-    shown = [c.explored, c.compared, c.cmp_step, *c.style], [*c.cmp_views, *c.cmp_captions]
     c.cmp_run.click(h.compare, [c.explored, c.cmp_models, c.cmp_mode, c.cmp_text, *c.style], [c.compared, c.cmp_step],
                     **MODEL)
-    c.cmp_step.change(h.show_compare, *shown, show_progress="hidden", **LIGHT)
-    c.compared.change(h.show_compare, *shown, show_progress="hidden", **LIGHT)
+    c.cmp_step.change(None, c.cmp_step, None, js=COMPARE_STEP_JS)
+    c.cmp_step.change(h.compare_lines, [c.compared, c.cmp_step], c.cmp_captions, show_progress="hidden", **LIGHT)
+    c.compared.change(h.compare_views, [c.explored, c.compared, c.cmp_step], [*c.cmp_views, *c.cmp_captions],
+                      show_progress="hidden", **LIGHT)
     c.cmp_figure.click(h.export_figure, [c.explored, c.compared, *c.style], c.cmp_download)
 
 
