@@ -33,16 +33,15 @@ def one_session(url: str, photo: str, model: str, max_steps: int = 12) -> dict:
     out = client.predict(handle_file(photo), model, "Greedy", 3, 1.0, 0, 20, *style, api_name="/caption_photo")
     latencies = [time.perf_counter() - start]
     n_words = int(out[2]["maximum"]) if isinstance(out[2], dict) else max_steps   # beams, status, word slider, ...
-    sizes = set()
+    sizes = {(out[3]["width"], out[3]["height"])}   # the page's view of the trace: drawn on this photo
+    steps = []
     for t in range(1, min(n_words, max_steps) + 1):
         start = time.perf_counter()
-        view = client.predict(t, *style, api_name="/show_step")
+        reply = client.predict(t, *style, api_name="/show_step")
         latencies.append(time.perf_counter() - start)
-        from PIL import Image
-        with Image.open(view[1]) as img:
-            sizes.add(img.size)
+        steps.append(reply[0]["value"] if isinstance(reply[0], dict) else reply[0])
     client.close()
-    return {"photo": photo, "latencies": latencies, "view_sizes": sorted(sizes)}
+    return {"photo": photo, "latencies": latencies, "view_sizes": sorted(sizes), "steps": steps}
 
 
 def run_load(url: str, photos: list[str], model: str, clients: int = 20, timeout_s: float = 600) -> dict:
