@@ -133,7 +133,7 @@ def test_api_captions_a_photo_and_steps(server):
     payload = out[3]          # the page's view: every word's map comes with the caption, drawn in the page
     assert (payload["width"], payload["height"]) == (960, 639) and payload["kind"] == "regions"   # the photo, enlarged
     n_words = int(re.search(r"at step 1 of (\d+)", out[5]).group(1))
-    assert len(payload["maps"]) == len(payload["tokens"]) == n_words
+    assert len(payload["maps"]) == len(payload["first"]) == n_words
     assert all(abs(sum(m) - 1) < 1e-4 for m in payload["maps"])          # region weights: a distribution
     step = client.predict(2, *S.Style(colormap="jet", opacity=0.5).inputs(), api_name="/show_step")
     assert step[0]["value"] == 2 and "at step 2" in step[3]

@@ -14,7 +14,7 @@ import os
 
 import gradio as gr
 
-from ..engine.render import COLORMAPS, FULL_WEIGHT, GAMMA, FILL_MAX, PAPER_SIDE, colour_table
+from ..engine.render import COLORMAPS, FULL_WEIGHT, GAMMA, FILL_MAX, colour_table
 
 HERE = os.path.dirname(__file__)
 
@@ -26,7 +26,7 @@ def _read(name: str) -> str:
 
 def constants() -> dict:
     """The drawing constants the page shares with render.py: the absolute scale and the colour tables."""
-    return {"full_weight": FULL_WEIGHT, "gamma": GAMMA, "fill_max": FILL_MAX, "paper_side": PAPER_SIDE,
+    return {"full_weight": FULL_WEIGHT, "gamma": GAMMA, "fill_max": FILL_MAX,
             "luts": {c: colour_table(c)[:, 0].tolist() for c in (*COLORMAPS, "regions")}}
 
 

@@ -149,7 +149,7 @@ class Exploration:
     method: str = "attention"                                 # what the views show (analysis/explain.py)
     explained: dict = field(default_factory=dict)             # (method, tokens) -> Explanation, computed so far
     dependence: dict = field(default_factory=dict)            # tokens -> (T,) visual dependence, nats
-    sent_view: tuple | None = None                            # what the page's view holds (Studio.page_view)
+    sent_view: str | None = None                              # the key of what the page's view holds (Studio.page_view)
     display_jpeg: bytes | None = None                         # the display copy as the page gets it, once
 
     def __post_init__(self):
@@ -422,13 +422,13 @@ class Studio:
         """The page view's payload of `ex` (page_view.view_payload), or None when the page already
         holds this one (same trace, map and head): stepping and restyling never resend it."""
         head = head_index(style.head)
-        key = (view_key(ex), head, title)
+        key = view_key(ex).hex() + (f"-h{head}" if head else "") + "-" + title
         if ex.sent_view == key:
             return None
         ex.sent_view = key
         if ex.display_jpeg is None:
             ex.display_jpeg = jpeg(ex.display, quality=85)
-        return view_payload(ex, title, head, ex.display_jpeg)
+        return view_payload(ex, title, head, key, ex.display_jpeg)
 
     # --- exporting ---------------------------------------------------------------------------
     def export_path(self, ex: Exploration, suffix: str) -> str:
@@ -500,17 +500,17 @@ def _rounded(a, digits: int = 6) -> list:
     return np.round(np.asarray(a, dtype=np.float64), digits).tolist()
 
 
-def view_payload(ex: Exploration, title: str, head: tuple[int, int] | None = None, photo_jpeg: bytes | None = None) -> dict:
+def view_payload(ex: Exploration, title: str, head: tuple[int, int] | None, key: str, photo_jpeg: bytes) -> dict:
     """What the page needs to draw every step of `ex`'s shown trace (attention, or the explanation
-    it shows) on `ex.display`: a few kilobytes per word besides the photo. `head` (layer, head): that
-    head's maps instead of the summary. `key` names the content, so an unchanged view is not resent."""
+    it shows) on `ex.display` (`photo_jpeg`): a few kilobytes per word besides the photo. `head`
+    (layer, head): that head's maps instead of the summary. `key` names the content, so the page
+    does not redo a view it holds."""
     trace = ex.shown
     h, w = ex.display.shape[:2]
-    out = {"key": view_key(ex).hex() + (f"-h{head}" if head else ""), "title": title, "width": w, "height": h,
-           "photo": "data:image/jpeg;base64," + base64.b64encode(photo_jpeg or jpeg(ex.display)).decode(),
+    out = {"key": key, "title": title, "width": w, "height": h,
+           "photo": "data:image/jpeg;base64," + base64.b64encode(photo_jpeg).decode(),
            "kind": "regions" if trace.attends_to == AttendsTo.REGIONS else "grid", "step": ex.step,
-           "tokens": shown_tokens(trace), "first": first_steps(trace), "words": [s.word for s in trace.steps],
-           "word_firsts": [w.first for w in trace.word_spans]}
+           "first": first_steps(trace), "word_firsts": [w.first for w in trace.word_spans]}
     if out["kind"] == "grid":
         side = trace.grid_side
         maps = [s.heads[head] if head is not None and s.heads is not None else s.attention for s in trace.steps]

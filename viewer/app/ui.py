@@ -104,7 +104,6 @@ class Handlers:
         note = f"**{model_name}**: {len(ex.beams)} caption(s) in {took:.2f} s. Click a word, or use ← →."
         # the trace goes to the page with the caption, which draws every word's view itself
         st = _style(*style)
-        ex.method = "attention"
         reply = self._step_reply(ex, 1, st, coverage=False)
         return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *reply)
 
@@ -136,7 +135,7 @@ class Handlers:
     @friendly
     def after_decode(self, ex, *style):
         """After a new trace: the view's payload if it changed (a new caption shows attention until
-        it is explained), the head picker's entries, the coverage and the methods offered."""
+        it is explained), the head picker's entries and the methods offered."""
         if ex is None:
             return gr.Dropdown(), gr.Radio(), gr.skip()
         if (ex.method, ex.tokens) not in ex.explained:
@@ -160,9 +159,10 @@ class Handlers:
     @friendly
     def explain_with(self, ex, label, t, *style, progress=gr.Progress()):
         """Show another map for every word: computed once for the whole caption (occlusion runs the
-        pipeline on dozens of blurred copies of the photo), then stepping only swaps drawn views.
-        Explanations are drawn stretched (their mass is spread wider than attention's, so on the
-        absolute scale they look faint), attention on the absolute scale; Scale changes either."""
+        pipeline on dozens of blurred copies of the photo), then the page draws it like attention
+        (its coverage and word strip follow once drawn, `after_drawn`). Explanations are drawn
+        stretched (their mass is spread wider than attention's, so on the absolute scale they look
+        faint), attention on the absolute scale; Scale changes either."""
         if ex is None:
             raise gr.Error("Caption a photo first.")
         method = next(m for m, text in METHOD_LABELS.items() if text == label)
@@ -172,9 +172,7 @@ class Handlers:
         ex.method = method
         style = list(style)
         style[STYLE_SCALE] = "absolute" if method == "attention" else "stretch"
-        st = _style(*style)
-        self.studio.prerender_coverage(ex, st)
-        return (*self._step_reply(ex, t, st), self.draw_strip(ex, *style), gr.Radio(value=st.scale))
+        return (*self._step_reply(ex, t, _style(*style)), gr.Radio(value=style[STYLE_SCALE]))
 
     @friendly
     def seen_words(self, ex):
@@ -348,7 +346,7 @@ class Handlers:
         return gr.File(value=self.studio.export_png(ex, S.figure(ex, traces, _style(*style)), "figure"), visible=True)
 
     @friendly
-    def compare_views(self, ex, traces, t, *style):
+    def compare_views(self, ex, traces, t):
         """Compare's views of new traces, drawn in the page like Explore's (each shows word `t`: its
         first token), and each model's line."""
         if ex is None or not traces:
@@ -608,7 +606,7 @@ def _wire_explore(c, h: Handlers):
     c.next_btn.click(functools.partial(h.move, +1), word, c.step_outputs, show_progress="hidden", **LIGHT)
     c.caption.select(h.click_word, [c.explored, *c.style], c.step_outputs, show_progress="hidden", **LIGHT)
     c.explain_with.input(h.explain_with, [c.explored, c.explain_with, c.step, *c.style],
-                         [*c.step_outputs, c.strip, c.scale], show_progress_on=c.view, **MODEL)
+                         [*c.step_outputs, c.scale], show_progress_on=c.view, **MODEL)
     c.play_btn.click(h.toggle_play, [c.explored, c.step, c.playing], [c.timer, c.playing, c.play_btn, c.step], **LIGHT
                      ).success(h.show_step, word, c.step_outputs, show_progress="hidden", **LIGHT)
     c.timer.tick(h.tick, word, [*c.step_outputs, c.timer, c.playing, c.play_btn], show_progress="hidden", **LIGHT)
