@@ -87,8 +87,8 @@ def vision():
 @pytest.fixture(scope="session")
 def tiny_corpus(tiny_data, cache_dir, vision):
     """The tiny training split, ready to batch: (paths, feature cache, vocabulary, encoded captions)."""
-    from viewer.training.cache import FeatureCache
-    from viewer.training.datasets import load_dataset
+    from viewer.data.cache import FeatureCache
+    from viewer.data.datasets import load_dataset
     from viewer.engine.vocab import Vocabulary
 
     data = load_dataset(tiny_data)

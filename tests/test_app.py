@@ -334,7 +334,7 @@ def test_views_are_drawn_between_the_view_limits(photo):
 
 def test_references_and_scores(captioner, tiny_data, photo):
     from viewer.app.session import Studio
-    from viewer.training.datasets import load_dataset
+    from viewer.data.datasets import load_dataset
     studio = Studio(captioner, dataset=load_dataset(tiny_data))
     refs = studio.references_for("/somewhere/uploaded/coffee.jpg")
     assert refs and "coffee" in refs[0]

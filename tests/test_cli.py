@@ -92,7 +92,7 @@ def test_scst_with_ground_weight_is_refused_in_one_line(tmp_path):
 def test_evaluate_records_that_it_looked_at_the_report_half(tiny_checkpoints, tiny_data, cache_dir, tmp_path):
     """rocket.jpg is the tiny dev split's report half, chelsea.jpg its select half."""
     from viewer.analysis.evaluate import report_half_seen
-    from viewer.training.datasets import load_dataset
+    from viewer.data.datasets import load_dataset
     data = load_dataset(tiny_data)
     assert report_half_seen(data, "dev-select") == {"looked_at_report_half": False, "report_half_photos": 0}
     assert report_half_seen(data, "dev") == {"looked_at_report_half": True, "report_half_photos": 1}

@@ -649,7 +649,7 @@ def test_an_imported_model_is_evaluated_from_the_photos_with_grounding(sgrvinod_
     # the block is computed from the imported model's forced attention: recompute it here
     from viewer.analysis.grounding import Caption, grid_units, grounding_block
     from viewer.engine.pipeline import Captioner
-    from viewer.training.datasets import load_dataset
+    from viewer.data.datasets import load_dataset
     data, captioner = load_dataset(tiny_data), Captioner("cpu", checkpoint_dir=str(tmp_path))
     captions = []
     for i, path in enumerate(data.split("dev")):

@@ -66,7 +66,7 @@ def test_explain_report_block_has_every_key_and_resumes_from_its_records(caption
     """The report is the reduce of per-photo records: a run stopped after 2 photos and run again
     runs only the third, and gives the report an uninterrupted run gives; other settings are refused."""
     from viewer.analysis.explain_eval import explain_report, explain_table
-    from viewer.training.datasets import load_dataset
+    from viewer.data.datasets import load_dataset
     data = load_dataset(tiny_data)
     paths = data.split("train")   # astronaut (woman), coffee (cup, table), chelsea (cat)
     records = str(tmp_path / "records.jsonl")

@@ -3,7 +3,7 @@ its training targets, and hard attention's self-critical cell sampling."""
 import numpy as np
 import torch
 
-from viewer.analysis.grounding import (Caption, grounding_summary, detector_recall, entropy, grid_units, ground_words,
+from viewer.analysis.grounding import (Caption, grounding_summary, detector_found, detector_recall, entropy, grid_units, ground_words,
                               grounding_block, inside_fractions, named_classes, word_class)
 from viewer.engine.models import build_model
 from viewer.engine.models.base import AttentionTargets
@@ -85,7 +85,8 @@ def test_detector_recall_counts_classes_named_by_two_references():
     refs = [["A dog runs", "two dogs play", "a man walks"], ["a cat sleeps", "a kitten", "a bird"]]
     found = [LEFT_HALF_DOG, Regions(np.zeros((1, 4), np.float32), ["whole image"], np.ones(1, np.float32))]
     assert named_classes(refs[0]) == {"dog"} and named_classes(refs[1]) == {"cat"}
-    assert detector_recall(refs, found) == 0.5
+    per_photo = [detector_found(r, f) for r, f in zip(refs, found)]
+    assert per_photo == [[True], [False]] and detector_recall(per_photo[0] + per_photo[1]) == 0.5
 
 
 def test_inside_fractions_of_cells_straddling_a_box_edge():

@@ -89,7 +89,7 @@ def test_the_dispatcher_knows_every_command(capsys):
 def test_paths_in_a_checkout():
     from viewer.engine import checkpoints
     from viewer.app import session
-    from viewer.training import cache
+    from viewer.data import cache
 
     assert not paths.INSTALLED
     assert paths.ROOT == ROOT

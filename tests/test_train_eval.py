@@ -5,8 +5,8 @@ import os
 import numpy as np
 import pytest
 
-from viewer.training.cache import FeatureCache
-from viewer.training.datasets import load_dataset, read_coco, read_karpathy
+from viewer.data.cache import FeatureCache
+from viewer.data.datasets import load_dataset, read_coco, read_karpathy
 from viewer.engine.vocab import Vocabulary, tokenize
 from viewer.analysis.evaluate import score_captions
 
@@ -33,7 +33,7 @@ def test_training_runs_end_to_end_loss_falls_and_resumes(tiny_data, cache_dir, t
 
 
 def test_early_stopping_can_score_the_select_half_only():
-    from viewer.training.datasets import CaptionSet, half_of
+    from viewer.data.datasets import CaptionSet, half_of
     from viewer.training.train import TrainConfig, scored_dev_photos
 
     dev = [f"/d/images/{i}.jpg" for i in range(40)]
@@ -171,7 +171,7 @@ def test_evaluate_command_scores_a_split_and_ships_the_model(tiny_checkpoints, t
 def test_evaluation_reports_grounding_on_own_and_forced_reference_words(tiny_checkpoints, tiny_data, cache_dir, model):
     """Grid and region models (regions padded to a batch's longest list) get the same grounding block."""
     from viewer.engine import checkpoints
-    from viewer.training.datasets import load_dataset
+    from viewer.data.datasets import load_dataset
     from viewer.engine.decoding import DecodeSettings
     from viewer.analysis.evaluate import evaluate_split
 

@@ -82,7 +82,7 @@ def test_the_app_shows_the_picked_head(studio_transformer, photo):
 
 def test_per_head_grounding(tiny_data, tiny_corpus, tiny_checkpoints):
     from viewer.engine import checkpoints
-    from viewer.training.datasets import load_dataset
+    from viewer.data.datasets import load_dataset
     from viewer.analysis.evaluate import evaluate_split
     _, cache, _, _ = tiny_corpus
     loaded = checkpoints.load(f"{tiny_checkpoints}/transformer.safetensors")

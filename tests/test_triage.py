@@ -3,7 +3,7 @@ import csv
 import json
 import os
 
-from viewer.training.datasets import load_dataset
+from viewer.data.datasets import load_dataset
 from viewer.analysis.triage import rank, triage, write_report
 
 

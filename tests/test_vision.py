@@ -78,7 +78,7 @@ def test_region_features_pool_the_grid_inside_each_box():
 
 
 def test_training_cache_and_live_pipeline_compute_the_same_features(tiny_data, cache_dir, vision):
-    from viewer.training.cache import FeatureCache
+    from viewer.data.cache import FeatureCache
     from viewer.engine.pipeline import Captioner
 
     path = os.path.join(tiny_data, "images", "rocket.jpg")

@@ -2,7 +2,7 @@
 
     attention-viewer [--port 8000 ...]      start the app: every option goes to launch.py's parser
     attention-viewer caption photo.jpg ...  a command of `python -m viewer` (caption, models, train,
-                                            average, evaluate, triage, bench, import)
+                                            average, evaluate, triage, bench, import, merge)
 
 The rule: when the first argument (after the command line's own --device/--checkpoints, which
 `python -m viewer` takes before its command) names a command, it is `python -m viewer`;
@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 
 # The commands of `python -m viewer` (viewer/__main__.py; tests/test_packaging.py keeps the two in step).
-SUBCOMMANDS = ("caption", "models", "train", "average", "evaluate", "triage", "bench", "import")
+SUBCOMMANDS = ("caption", "models", "train", "average", "evaluate", "triage", "bench", "import", "merge")
 GLOBAL_OPTIONS = ("--device", "--checkpoints")   # `python -m viewer --device cpu caption ...`
 
 

@@ -14,13 +14,14 @@ import json
 import shutil
 import sys
 import time
+from dataclasses import asdict
 
 import numpy as np
 
 from ..engine.vocab import tokenize
 from ..engine.decoding import DecodeSettings, Hypothesis, decode
-from .faithfulness import faithfulness_block, measure
-from .grounding import PROXY_BOXES, Caption, detector_recall, grid_units, grounding_block, trace_units
+from .faithfulness import WordFaithfulness, faithfulness_block, measure
+from .grounding import PROXY_BOXES, Caption, block_of, caption_part, detector_found, detector_recall, grid_units, trace_units
 from ..engine.images import AttendsTo, load_photo
 from ..engine.vision import model_inputs
 from ..engine.words import first_step_words
@@ -109,6 +110,9 @@ def caption_text(loaded, hyp: Hypothesis) -> str:
     return loaded.vocab.text(hyp.tokens)
 
 
+CHUNK = 16   # photos decoded together; fixed, so a record does not depend on how a run was split
+
+
 def _captions(loaded, items, images: list[int], hyps: list[Hypothesis], head: tuple[int, int] | None = None):
     """`grounding.Caption`s of decoded hypotheses (items[i] is photo images[i]); with `head`
     (layer, head), that head's cross-attention instead of the summary map."""
@@ -121,106 +125,114 @@ def _captions(loaded, items, images: list[int], hyps: list[Hypothesis], head: tu
                       loaded.attends_to == AttendsTo.REGIONS)
 
 
-def grounding_report(loaded, data, paths, items, generated: dict[str, Hypothesis], device="cpu",
-                     heads: bool = False, faithfulness: bool = False) -> dict:
-    """Grounding on the model's own captions and on every reference forced through it (same words for
-    all models); with `heads`, also every head of a multi-head model on the forced references; with
-    `faithfulness`, how much the forced references' object words depend on where the model looked."""
-    rows = [(i, loaded.vocab.encode(ref) + [loaded.vocab.end]) for i, p in enumerate(paths)
-            for ref in data.captions[p]]
-    repeated = [items[i] for i, _ in rows]
+def _record(index: int, path: str, caption: str, references: list[str], regions, seconds: float,
+            own: Caption, forced: list[Caption]) -> dict:
+    """One photo's record: its caption and references (the reduce scores them over the whole set),
+    the grounding parts of its own caption and of each forced reference, and the detector's recall."""
+    return {"index": index, "id": path, "caption": caption, "references": list(references), "seconds": seconds,
+            "detector_found": detector_found(references, regions),
+            "generated": caption_part(own), "forced": [caption_part(c) for c in forced]}
+
+
+def split_records(loaded, data, paths: list[str], indices: list[int], cache, settings: DecodeSettings,
+                  device="cpu", vision=None, heads: bool = False, faithfulness: bool = False) -> list[dict]:
+    """The records of a chunk of a split's photos (`paths[j]` is item `indices[j]`), from the feature
+    cache (filled first when `vision` is given). Every reference is forced through the model (the
+    same words for all models); `heads`: each head's grounding on them too; `faithfulness`: how much
+    their object words depend on where the model looked (seeded by the chunk's first index)."""
+    if vision is not None:
+        cache.build(paths, vision, log=lambda *a: None)
+    items = [cache.load(p) for p in paths]
+    start = time.perf_counter()
+    own = generate(loaded, items, paths, settings, device=device)
+    seconds = (time.perf_counter() - start) / len(paths)
+    rows = [(j, loaded.vocab.encode(ref) + [loaded.vocab.end]) for j, p in enumerate(paths) for ref in data.captions[p]]
+    repeated = [items[j] for j, _ in rows]
     forced = list(generate(loaded, repeated, list(range(len(rows))), DecodeSettings(strategy="forced"),
                            device=device, prefixes=[ids for _, ids in rows]).values())
-    images = [i for i, _ in rows]
-    report = _report([data.captions[p] for p in paths], [it.regions for it in items],
-                     _captions(loaded, items, list(range(len(items))), [generated[p] for p in paths]),
-                     _captions(loaded, repeated, images, forced))
-    if heads and forced[0].heads is not None:
+    images = [indices[j] for j, _ in rows]
+    forced_caps = list(_captions(loaded, repeated, images, forced))
+    own_caps = _captions(loaded, items, indices, [own[p] for p in paths])
+    records = [_record(i, p, caption_text(loaded, own[p]), data.captions[p], item.regions, seconds, c,
+                       [f for f in forced_caps if f.image == i])
+               for i, p, item, c in zip(indices, paths, items, own_caps)]
+    if heads and forced and forced[0].heads is not None:
         n_layers, n_heads = forced[0].heads.shape[1:3]
-        keep = ("mass_in_box", "pointing", "pointing_off_centre", "entropy")
-        report["heads_forced"] = {
-            f"layer {i + 1} head {j + 1}": {k: block[k] for k in keep}
-            for i in range(n_layers) for j in range(n_heads)
-            for block in [grounding_block(_captions(loaded, repeated, images, forced, (i, j)))]}
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                for c in _captions(loaded, repeated, images, forced, (layer, head)):
+                    rec = records[indices.index(c.image)]
+                    rec.setdefault("heads", {}).setdefault(f"layer {layer + 1} head {head + 1}", []).append(caption_part(c))
     if faithfulness:
-        report["faithfulness"] = faithfulness_report(loaded, items, rows, forced, device)
-    return report
-
-
-def faithfulness_report(loaded, items, rows, forced: list[Hypothesis], device="cpu", batch_images: int = 100) -> dict:
-    """`faithfulness.measure` on the forced references' object words, a chunk of photos at a time
-    (one random draw per level of the deletion curve: its mean over thousands of words is steady)."""
-    words = []
-    for start in range(0, len(items), batch_images):
-        feats, mask = model_inputs(items[start:start + batch_images], loaded.attends_to, device)
-        chosen = [r for r, (i, _) in enumerate(rows) if start <= i < start + batch_images]
-        found = measure(loaded.model, loaded.vocab, feats, mask, [(rows[r][0] - start, rows[r][1]) for r in chosen],
-                        [forced[r].attention.numpy() for r in chosen], seed=start, curve_draws=1)
+        feats, mask = model_inputs(items, loaded.attends_to, device)
+        found = measure(loaded.model, loaded.vocab, feats, mask, rows, [f.attention.numpy() for f in forced],
+                        seed=indices[0], curve_draws=1)   # one random draw per level: steady over thousands of words
+        for rec in records:
+            rec["faithfulness"] = []
         for w in found:
-            w.image += start
-        words += found
-    return faithfulness_block(words)
+            w.image = indices[w.image]
+            records[indices.index(w.image)]["faithfulness"].append(asdict(w))
+    return records
 
 
-def _report(references, regions, own_captions, forced_captions) -> dict:
-    return {"boxes": PROXY_BOXES, "detector_recall": detector_recall(references, regions),
-            "generated": grounding_block(own_captions), "references_forced": grounding_block(forced_captions)}
+def pipeline_records(captioner, model: str, data, paths: list[str], indices: list[int], settings: DecodeSettings
+                     ) -> list[dict]:
+    """`split_records` for any model, imported ones included, from the photos through the pipeline
+    (its own encoder, or the precomputed features it was given); the proxy boxes are this viewer's
+    detector run on each photo."""
+    photos = [load_photo(p) for p in paths]
+    for photo, p in zip(photos, paths):
+        photo.name = p
+    regions = [captioner.vision.detector.detect(photo.rgb) for photo in photos]   # proxy boxes only: no grid
+    start = time.perf_counter()
+    own = [beams[0] for beams in captioner.caption(photos, model, settings)]
+    seconds = (time.perf_counter() - start) / len(paths)
+    refs = [(j, ref) for j, p in enumerate(paths) for ref in data.captions[p]]
+    forced = captioner.force([photos[j] for j, _ in refs], model, [ref for _, ref in refs])
+    return [_record(i, p, trace.caption, data.captions[p], reg, seconds, _trace_caption(i, trace, reg),
+                    [_trace_caption(i, f, reg) for (j2, _), f in zip(refs, forced) if j2 == j])
+            for j, (i, p, trace, reg) in enumerate(zip(indices, paths, own, regions))]
+
+
+def _trace_caption(image: int, trace, regions) -> Caption:
+    """The `grounding.Caption` of a trace on photo `image`, against its proxy regions."""
+    drawn = None if trace.steps[0].sample is None else np.array([s.sample for s in trace.steps])
+    return Caption(image, trace.step_words(), np.stack([s.attention for s in trace.steps]),
+                   trace_units(trace), regions, drawn, trace.attends_to == AttendsTo.REGIONS)
+
+
+def reduce_records(records: list[dict], meteor: bool = True) -> tuple[dict, dict[str, str]]:
+    """(metrics, captions by photo) from the photos' records, sorted by index: corpus scores through
+    pycocoevalcap, grounding on the own captions and on the forced references, per head and
+    faithfulness when the records have them. The same whichever engine made the records."""
+    records = sorted((r for r in records if "error" not in r), key=lambda r: r["index"])
+    captions = {r["id"]: r["caption"] for r in records}
+    metrics = score_captions(captions, {r["id"]: r["references"] for r in records}, meteor=meteor)
+    metrics["images_per_s"] = round(len(records) / max(sum(r["seconds"] for r in records), 1e-9), 1)
+    found = [f for r in records for f in r["detector_found"]]
+    report = {"boxes": PROXY_BOXES, "detector_recall": detector_recall(found),
+              "generated": block_of(r["generated"] for r in records),
+              "references_forced": block_of(p for r in records for p in r["forced"])}
+    if records and "heads" in records[0]:
+        keep = ("mass_in_box", "pointing", "pointing_off_centre", "entropy")
+        report["heads_forced"] = {name: {k: block[k] for k in keep} for name in records[0]["heads"]
+                                  for block in [block_of(p for r in records for p in r["heads"][name])]}
+    if records and "faithfulness" in records[0]:
+        report["faithfulness"] = faithfulness_block([WordFaithfulness(**w) for r in records for w in r["faithfulness"]])
+    metrics["grounding"] = report
+    return metrics, captions
 
 
 def evaluate_split(loaded, data, split: str, cache, settings: DecodeSettings, device="cpu",
                    meteor: bool = True, vision=None, heads: bool = False, faithfulness: bool = False
                    ) -> tuple[dict, dict[str, str]]:
-    """Generate captions for a split and score them (captions and grounding, per head with `heads`,
-    faithfulness with `faithfulness`); returns (metrics, captions by image path)."""
+    """Generate captions for a split and score them in this process (`split_records` chunk by
+    chunk, then `reduce_records`); returns (metrics, captions by image path)."""
     paths = data.split(split)
-    if vision is not None:
-        cache.build(paths, vision)
-    items = [cache.load(p) for p in paths]
-    start = time.time()
-    hyps = generate(loaded, items, paths, settings, device=device)
-    seconds = time.time() - start
-    captions = {p: caption_text(loaded, h) for p, h in hyps.items()}
-    metrics = score_captions(captions, {p: data.captions[p] for p in paths}, meteor=meteor)
-    metrics["images_per_s"] = round(len(paths) / max(seconds, 1e-9), 1)
-    metrics["grounding"] = grounding_report(loaded, data, paths, items, hyps, device, heads, faithfulness)
-    return metrics, captions
-
-
-def evaluate_photos(captioner, model: str, data, split: str, settings: DecodeSettings, batch: int = 16,
-                    meteor: bool = True) -> tuple[dict, dict[str, str]]:
-    """Any model, imported ones included, scored from the photos through the pipeline (its own
-    encoder, or the precomputed features it was given), with the same metrics and grounding as
-    `evaluate_split`; the proxy boxes are this viewer's detector run on each photo."""
-    paths = data.split(split)
-    captions, own, forced = {}, [], []
-    start = time.time()
-    for i in range(0, len(paths), batch):
-        chunk = paths[i:i + batch]
-        photos = [load_photo(p) for p in chunk]
-        for photo, p in zip(photos, chunk):
-            photo.name = p
-        regions = [captioner.vision.detector.detect(photo.rgb) for photo in photos]   # proxy boxes only: no grid
-        for p, traces, reg in zip(chunk, captioner.caption(photos, model, settings), regions):
-            captions[p] = traces[0].caption
-            own.append((len(own), traces[0], reg))
-        refs = [(i + j, photo, ref, reg) for j, (photo, p, reg) in enumerate(zip(photos, chunk, regions))
-                for ref in data.captions[p]]
-        traces = captioner.force([r[1] for r in refs], model, [r[2] for r in refs])
-        forced += [(r[0], trace, r[3]) for trace, r in zip(traces, refs)]
-    seconds = time.time() - start
-    metrics = score_captions(captions, {p: data.captions[p] for p in paths}, meteor=meteor)
-    metrics["images_per_s"] = round(len(paths) / max(seconds, 1e-9), 1)
-    metrics["grounding"] = _report([data.captions[p] for p in paths], [reg for _, _, reg in own],
-                                   _trace_captions(own), _trace_captions(forced))
-    return metrics, captions
-
-
-def _trace_captions(pairs):
-    """`grounding.Caption`s of (photo index, trace, proxy regions)."""
-    for image, trace, regions in pairs:
-        drawn = None if trace.steps[0].sample is None else np.array([s.sample for s in trace.steps])
-        yield Caption(image, trace.step_words(), np.stack([s.attention for s in trace.steps]),
-                      trace_units(trace), regions, drawn, trace.attends_to == AttendsTo.REGIONS)
+    records = [rec for i in range(0, len(paths), CHUNK)
+               for rec in split_records(loaded, data, paths[i:i + CHUNK], list(range(i, min(i + CHUNK, len(paths)))),
+                                        cache, settings, device, vision, heads, faithfulness)]
+    return reduce_records(json.loads(json.dumps(records)), meteor)
 
 
 def report_half_seen(data, split: str, report: str = "dev-report") -> dict:

@@ -225,30 +225,6 @@ def rounded(value, digits: int = 5):
     return value
 
 
-def read_records(path: str | None, stamp: dict) -> dict[int, dict]:
-    """The records already in `path` (JSON lines: the fingerprint first, then one record per photo),
-    by photo index; refused if made with other settings. A half-written last line is dropped."""
-    import json
-    import os
-    if not path or not os.path.exists(path):
-        return {}
-    with open(path) as f:
-        lines = f.read().splitlines()
-    if not lines:
-        return {}
-    if json.loads(lines[0]).get("fingerprint") != stamp:
-        raise ValueError(f"{path} holds records made with other settings (its first line is their fingerprint): "
-                         "use another file, or delete it to start again")
-    out = {}
-    for line in lines[1:]:
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:   # a run stopped mid-line
-            continue
-        out[rec["index"]] = rec
-    return out
-
-
 def photo_record(captioner, model: str, data, path: str, index: int, methods, regions, references: str,
                  with_insertion: bool, sanity: bool, sanity_methods, imputers) -> dict:
     """Every caption of one photo explained and scored: the record `summarise_records` reduces."""
@@ -270,51 +246,59 @@ def photo_record(captioner, model: str, data, path: str, index: int, methods, re
     return rec
 
 
-def explain_report(captioner, model: str, data, paths: list[str], methods: tuple[str, ...], regions=None,
-                   photos: int | None = None, sanity: int = 5, references: str = "first",
-                   with_insertion: bool = True, log=None, imputers: tuple[str, ...] = IMPUTERS,
-                   records: str | None = None, split: str | None = None) -> dict:
-    """The "explain" block of `evaluate --explain`: see the module docstring. One record per photo
-    (`photo_record`), then one reduce of the sorted records (`summarise_records`).
-
-    `paths`: the split's photos (the first `photos` are used); `regions`: their proxy boxes (the
-    feature cache's detections, as the published grounding uses; detected here when None);
-    `records`: a JSON-lines file the records are appended to as they finish; the photos already in
-    it are not run again (its fingerprint must match these settings)."""
-    import json
-    if references not in ("first", "all"):
-        raise ValueError("references: 'first' or 'all'")
+def explain_plan(captioner, model: str, methods: tuple[str, ...]) -> tuple[tuple, list, tuple]:
+    """(methods used, methods asked but not available, methods the sanity check randomises):
+    attention always first; refused when the model has no photo-space maps at all."""
     possible = available_methods(captioner, model)
     if "occlusion" not in possible:
         raise ValueError(f"{model} has no photo-space maps here (attention only): --explain needs them")
     asked = tuple(dict.fromkeys(("attention",) + tuple(methods)))
     used = tuple(m for m in asked if m in possible)
-    skipped = [m for m in asked if m not in possible]
-    sanity_methods = tuple(m for m in used if REGISTRY[m].cascade)
+    return used, [m for m in asked if m not in possible], tuple(m for m in used if REGISTRY[m].cascade)
+
+
+def explain_block(recs: list[dict], model: str, used: tuple, skipped: list, imputers: tuple, references: str,
+                  photos_asked: int, with_insertion: bool = True) -> dict:
+    """The "explain" block of an evaluation from its photos' records (`photo_record`)."""
+    block = summarise_records(recs, used, imputers, with_insertion, tuple(m for m in used if REGISTRY[m].cascade))
+    block.update(model=model, methods_skipped=skipped, photos_asked=photos_asked, references=references,
+                 words=f"object words (grounding.word_class) of the "
+                       f"{'first reference caption' if references == 'first' else 'reference captions'} of each photo, "
+                       "forced through the model; <end> and other words left out")
+    return block
+
+
+def explain_report(captioner, model: str, data, paths: list[str], methods: tuple[str, ...], regions=None,
+                   photos: int | None = None, sanity: int = 5, references: str = "first",
+                   with_insertion: bool = True, log=None, imputers: tuple[str, ...] = IMPUTERS,
+                   records: str | None = None, split: str | None = None) -> dict:
+    """The "explain" block over a split's first photos in this process: see the module docstring.
+    One record per photo (`photo_record`), then one reduce of the sorted records (`explain_block`).
+
+    `paths`: the split's photos (the first `photos` are used); `regions`: their proxy boxes (the
+    feature cache's detections, as the published grounding uses; detected here when None);
+    `records`: a JSON-lines file the records are appended to as they finish; the photos already in
+    it are not run again (its fingerprint must match these settings)."""
+    from ..batch.records import RecordFile
+    if references not in ("first", "all"):
+        raise ValueError("references: 'first' or 'all'")
+    used, skipped, sanity_methods = explain_plan(captioner, model, methods)
     chosen = list(range(len(paths)))[:photos] if photos else list(range(len(paths)))
-    stamp = fingerprint(captioner, model, split, used, imputers, references, with_insertion, sanity)
-    done = read_records(records, stamp)
-    if records and not done:
-        with open(records, "w") as f:
-            f.write(json.dumps({"fingerprint": stamp}) + "\n")
+    store = RecordFile(records, fingerprint(captioner, model, split, used, imputers, references, with_insertion,
+                                            sanity))
+    done = store.done
     start = time.perf_counter()
     for n, i in enumerate(chosen):
         if i in done:
             continue
         rec = photo_record(captioner, model, data, paths[i], i, used, None if regions is None else regions[i],
                            references, with_insertion, n < sanity, sanity_methods, imputers)
-        done[i] = rec = rounded(rec)   # reduced as written, so a resumed run reports the same
-        if records:
-            with open(records, "a") as f:
-                f.write(json.dumps(rec) + "\n")
+        store.add([rounded(rec)])   # reduced as written, so a resumed run reports the same
         if log:
             log(f"explain {len([c for c in chosen if c in done])}/{len(chosen)} photos, "
                 f"{time.perf_counter() - start:.0f} s")
-    block = summarise_records([done[i] for i in chosen if i in done], used, imputers, with_insertion, sanity_methods)
-    block.update(model=model, methods_skipped=skipped, photos_asked=len(chosen), references=references,
-                 words=f"object words (grounding.word_class) of the "
-                       f"{'first reference caption' if references == 'first' else 'reference captions'} of each photo, "
-                       "forced through the model; <end> and other words left out")
+    block = explain_block([done[i] for i in chosen if i in done], model, used, skipped, imputers, references,
+                          len(chosen), with_insertion)
     block["seconds"] = round(time.perf_counter() - start, 1)
     return block
 
@@ -426,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
     from ..engine.pipeline import Captioner
-    from ..training.datasets import load_dataset
+    from ..data.datasets import load_dataset
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("--data", required=True)
     p.add_argument("--split", default="dev-report")

@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..engine.images import AttendsTo, load_photo
     from ..engine.pipeline import Captioner
     from ..engine.vision import model_inputs
-    from ..training.datasets import load_dataset
+    from ..data.datasets import load_dataset
     from .evaluate import generate
 
     captioner = Captioner(args.device, checkpoint_dir=args.checkpoints)

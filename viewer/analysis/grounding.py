@@ -21,7 +21,7 @@ The same fractions are the targets of the attention supervision loss (`models.ba
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -204,10 +204,14 @@ def named_classes(references: list[str], min_refs: int = 2) -> set[str]:
     return {c for c, n in counts.items() if n >= min_refs}
 
 
-def detector_recall(references: list[list[str]], regions: list[Regions]) -> float | None:
+def detector_found(references: list[str], regions: Regions) -> list[bool]:
+    """Per COCO class a photo's references name (`named_classes`): whether the detector found it."""
+    return [cls in regions.labels for cls in sorted(named_classes(references))]
+
+
+def detector_recall(found: list[bool]) -> float | None:
     """Over (photo, class named by its references): how often the detector found that class."""
-    pairs = [(cls, reg) for refs, reg in zip(references, regions) for cls in named_classes(refs)]
-    return round(float(np.mean([cls in reg.labels for cls, reg in pairs])), 4) if pairs else None
+    return round(float(np.mean(found)), 4) if found else None
 
 
 class Caption(NamedTuple):
@@ -221,17 +225,27 @@ class Caption(NamedTuple):
     heatmap: bool = False       # region models: also point at the peak of the summed-weight heatmap
 
 
+def caption_part(c: Caption) -> dict:
+    """One caption's share of a grounding block, as JSON (a per-photo record holds these):
+    its object words' groundings, and every emitted word's entropy with its uniform level."""
+    attention = np.asarray(c.attention, np.float64)[:, :len(c.units)]   # batches pad regions; padding weighs 0
+    emitted = [a for a, w in zip(attention, c.words) if w not in ("", "<end>")]   # one per word
+    return {"items": [asdict(g) for g in ground_words(c.words, attention, c.units, c.regions, c.drawn, c.heatmap,
+                                                      c.image)],
+            "entropy": [entropy(a) for a in emitted], "uniform": [float(np.log(len(c.units)))] * len(emitted)}
+
+
+def block_of(parts) -> dict:
+    """The grounding block of many captions' parts (`caption_part`), in their order."""
+    parts = list(parts)
+    return grounding_summary([Grounding(**g) for p in parts for g in p["items"]],
+                             [e for p in parts for e in p["entropy"]], [u for p in parts for u in p["uniform"]])
+
+
 def grounding_block(captions) -> dict:
     """The grounding block of an evaluation from `Caption`s: means over every detected object word
     and over all words' entropy, with their baselines and bootstrap intervals."""
-    items, entropies, uniform = [], [], []
-    for c in captions:
-        attention = np.asarray(c.attention, np.float64)[:, :len(c.units)]   # batches pad regions; padding weighs 0
-        items += ground_words(c.words, attention, c.units, c.regions, c.drawn, c.heatmap, c.image)
-        emitted = [a for a, w in zip(attention, c.words) if w not in ("", "<end>")]   # one per word
-        entropies += [entropy(a) for a in emitted]
-        uniform += [float(np.log(len(c.units)))] * len(emitted)
-    return grounding_summary(items, entropies, uniform)
+    return block_of(caption_part(c) for c in captions)
 
 
 def bootstrap_ci(values, images, n: int = 1000, seed: int = 0) -> list[float] | None:

@@ -21,50 +21,72 @@ from .pixel_faithfulness import said_not_seen, seen_dependence
 from .evaluate import score_captions
 from ..engine.images import ImageError, load_photo
 from ..engine.render import render_strip
+from ..engine.trace import AttentionTrace
 
 SORT_KEYS = {"score": "CIDEr", "grounding": "grounding", "confidence": "confidence", "seen": "seen"}
 
 
+def triage_records(captioner, model: str, items: list[dict], references: dict[str, list[str]] | None = None,
+                   settings: DecodeSettings | None = None) -> list[dict]:
+    """One record per photo of a chunk (`items`: index and id, the photo's path): caption, grounding,
+    confidence, sanity flags, how much the object words were seen, and what the report draws (its
+    thumbnail, word strip and trace); a photo that does not open is an error record."""
+    settings = settings or DecodeSettings()
+    records, photos, indices = {}, [], []
+    for item in items:
+        try:
+            photo = load_photo(item["id"])
+        except ImageError as err:
+            records[item["index"]] = {"index": item["index"], "id": item["id"], "error": str(err)}
+            continue
+        photo.name = item["id"]
+        photos.append(photo)
+        indices.append(item["index"])
+    if photos:
+        regions = [f.regions for f in captioner.features(photos, with_regions=True)]
+        for index, photo, beams, reg in zip(indices, photos, captioner.caption(photos, model, settings), regions):
+            trace = beams[0]
+            found = grounding(trace, reg)
+            records[index] = {
+                "index": index, "id": photo.name, "caption": trace.caption,
+                "confidence": round(float(np.mean([s.logprob for s in trace.steps])), 4),
+                "grounding": grounding_summary(found)["mass_in_box"],
+                "not_detected": " ".join(g.word for g in found if g.inside is None),
+                "static_attention": sanity(trace)["static"], **_looked_vs_used(captioner, photo, model, trace),
+                "trace": trace.to_json()}
+            # drawn from the trace as recorded (rounded), so equal records draw equal strips on any engine
+            shown = AttentionTrace.from_json(records[index]["trace"])
+            records[index].update(thumb=_data_uri(photo.rgb, 160),
+                                  strip=_data_uri(render_strip(photo.rgb, shown, tile=80, per_row=8), 720))
+            if references:
+                records[index]["references"] = references[photo.name]
+    return [records[item["index"]] for item in items]
+
+
+def reduce_triage(records: list[dict]) -> list[dict]:
+    """The report's rows from the sorted records (unranked): each photo's row, with its BLEU-4,
+    METEOR and CIDEr when it has references (CIDEr's document frequencies from the whole set)."""
+    rows = [{"image": r["id"], **{k: v for k, v in r.items() if k not in ("index", "id")}}
+            for r in sorted(records, key=lambda r: r["index"])]
+    scored = [r for r in rows if "references" in r]
+    if scored:
+        per_image: dict = {}
+        score_captions({r["image"]: r["caption"] for r in scored}, {r["image"]: r["references"] for r in scored},
+                       per_image=per_image)
+        for r in scored:
+            r.update({k: per_image[r["image"]][k] for k in ("BLEU-4", "METEOR", "CIDEr") if k in per_image[r["image"]]})
+    return rows
+
+
 def triage(captioner, model: str, paths: list[str], references: dict[str, list[str]] | None = None,
            settings: DecodeSettings | None = None, batch_size: int = 16, log=print) -> list[dict]:
-    """One row per photo: caption, scores against references, grounding, confidence, sanity flags."""
-    settings = settings or DecodeSettings()
-    rows, traces = [], {}
+    """In this process: one row per photo (`triage_records` a chunk at a time, then `reduce_triage`)."""
+    records = []
     for i in range(0, len(paths), batch_size):
-        photos = []
-        for path in paths[i:i + batch_size]:
-            try:
-                photo = load_photo(path)
-            except ImageError as err:
-                rows.append({"image": path, "error": str(err)})
-                continue
-            photo.name = path
-            photos.append(photo)
-        if not photos:
-            continue
-        regions = [f.regions for f in captioner.features(photos, with_regions=True)]
-        for photo, beams, reg in zip(photos, captioner.caption(photos, model, settings), regions):
-            trace = beams[0]
-            items = grounding(trace, reg)
-            ground = grounding_summary(items)
-            rows.append({"image": photo.name, "caption": trace.caption,
-                         "confidence": round(float(np.mean([s.logprob for s in trace.steps])), 4),
-                         "grounding": ground["mass_in_box"],
-                         "not_detected": " ".join(g.word for g in items if g.inside is None),
-                         "static_attention": sanity(trace)["static"], **_looked_vs_used(captioner, photo, model, trace)})
-            traces[photo.name] = (photo, trace)
+        chunk = [{"index": j, "id": p} for j, p in enumerate(paths[i:i + batch_size], i)]
+        records += triage_records(captioner, model, chunk, references, settings)
         log(f"triage: {min(i + batch_size, len(paths))}/{len(paths)} photos")
-    if references:
-        per_image: dict = {}
-        ok = [r for r in rows if "caption" in r]
-        score_captions({r["image"]: r["caption"] for r in ok}, {r["image"]: references[r["image"]] for r in ok},
-                       per_image=per_image)
-        for r in ok:
-            r.update({k: per_image[r["image"]][k] for k in ("BLEU-4", "METEOR", "CIDEr") if k in per_image[r["image"]]})
-            r["references"] = references[r["image"]]
-    for r in rows:
-        r["_trace"] = traces.get(r["image"])
-    return rows
+    return reduce_triage(json.loads(json.dumps(records)))
 
 
 def _looked_vs_used(captioner, photo, model: str, trace) -> dict:
@@ -109,23 +131,22 @@ def write_report(rows: list[dict], out_dir: str, model: str, sort: str) -> dict[
             writer.writerow({**r, "rank": n, "model": model})
     with open(paths["traces"], "w") as f:
         for r in rows:
-            if r.get("_trace"):
-                f.write(json.dumps(r["_trace"][1].to_json()) + "\n")
+            if r.get("trace"):
+                f.write(json.dumps(r["trace"]) + "\n")
     cards = []
     for n, r in enumerate(rows, 1):
         esc = html.escape
         if r.get("error"):
             cards.append(f'<tr><td>{n}</td><td colspan="3">{esc(r["image"])}: {esc(r["error"])}</td></tr>')
             continue
-        photo, trace = r["_trace"]
         facts = " &middot; ".join(f"{k} {r[k]}" for k in ("CIDEr", "BLEU-4", "METEOR", "grounding", "confidence")
                                   if r.get(k) is not None)
         refs = "".join(f"<li>{esc(c)}</li>" for c in r.get("references", []))
         cards.append(
-            f'<tr id="row-{n}"><td>{n}</td><td><img src="{_data_uri(photo.rgb, 160)}"></td>'
+            f'<tr id="row-{n}"><td>{n}</td><td><img src="{r["thumb"]}"></td>'
             f'<td><div class="cap">{esc(r["caption"])}</div><div class="facts">{facts}</div>'
             f'<div class="file">{esc(r["image"])}</div><ul>{refs}</ul></td>'
-            f'<td><img src="{_data_uri(render_strip(photo.rgb, trace, tile=80, per_row=8), 720)}"></td></tr>')
+            f'<td><img src="{r["strip"]}"></td></tr>')
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>Triage: {html.escape(model)}</title>
 <style>body{{font-family:sans-serif;margin:1.5rem}} td{{vertical-align:top;padding:6px;border-bottom:1px solid #ddd}}
 .cap{{font-size:1.2rem;font-weight:600}} .facts{{color:#444;margin:.3rem 0}} .file{{color:#888;font-size:.8rem}}

@@ -34,7 +34,7 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -227,58 +227,47 @@ def check_methods(captioner, model: str, methods: Sequence[str]) -> tuple[str, .
     return tuple(wanted)
 
 
-def evaluate_user_boxes(captioner, model: str, boxes_file: str, methods: Sequence[str] = ("attention",),
-                        progress=None) -> dict:
-    """Grounding of `model` against the user's boxes in `boxes_file` (see the module docstring).
-
-    Forces each photo's caption through the model; `attention` is always measured (from the forced
-    trace: every model, regions projected onto the grid), the other `methods` by `explain.explain`
-    (photo-space; slow). `progress(i, n, photo_key)` is called before each photo. Raises
-    BoxFileError for a bad file (before any model is run) and ValueError for an unknown or
-    unavailable method. Returns a JSON-able dict: the model, counts, how words were matched and
-    what the baselines are, `grounding[method]` (keys `SUMMARY_KEYS`), `seconds[method]`, and
-    `per_photo` (each boxed word's step, box key, the model's word, box area, centre baseline hit,
-    uniform mass, and per method its pointing hit and mass in box).
-    """
-    photos = load_box_file(boxes_file)
-    methods = check_methods(captioner, model, methods)
+def boxed_record(captioner, model: str, methods: tuple[str, ...], bp: BoxedPhoto, index: int) -> dict:
+    """One boxed photo's record: its caption forced, each method's groundings on its boxed words
+    (`attention` from the forced trace: every model, regions projected onto the grid; the others by
+    `explain.explain`, photo-space and slow), the per-word rows and each method's seconds."""
     from .explain import attention_grid, explain
-    items: dict[str, list[Grounding]] = {m: [] for m in methods}
-    seconds = dict.fromkeys(methods, 0.0)
-    per_photo, unknown_words = [], set()
-    for i, bp in enumerate(photos):
-        if progress is not None:
-            progress(i, len(photos), bp.key)
-        photo = load_photo(bp.path)
-        start = time.perf_counter()
-        trace = captioner.force([photo], model, [bp.caption])[0]
-        words = trace.step_words()   # each caption word at its first token (the word layer)
-        maps = {"attention": attention_grid(trace)}
-        seconds["attention"] += time.perf_counter() - start
-        extra = [m for m in methods if m != "attention"]
-        if extra:
-            e = explain(captioner, photo, model, trace.token_ids, tuple(extra))
-            for m in extra:
-                maps[m] = e.maps[m]
-                seconds[m] += e.seconds[m]
-        found = {m: ground_maps(words, maps[m], bp, image=i) for m in methods}
-        rows = []
-        for j, g in enumerate(found["attention"]):
-            word = trace.word_at(g.step)
-            if not word.known:
-                unknown_words.add(g.word)
-            rows.append({"step": g.step, "word": g.word, "box_word": g.coco_class,
-                         "model_word": g.word if word.known else "<unk>",
-                         "model_tokens": [trace.steps[t].word for t in word.steps], "box_area": round(g.area, 4),
-                         "centre_hit": g.centre_hit, "uniform_mass": round(g.uniform, 4),
-                         "methods": {m: {"pointing": found[m][j].hit, "mass_in_box": round(found[m][j].inside, 4)}
-                                     for m in methods}})
-        for m in methods:
-            items[m] += found[m]
-        per_photo.append({"photo": bp.key, "path": bp.path, "caption": bp.caption,
-                          "size": [bp.width, bp.height], "words": rows})
-    name = captioner.model(model).name
-    return {"model": name, "boxes_file": boxes_file, "photos": len(photos),
+    photo = load_photo(bp.path)
+    start = time.perf_counter()
+    trace = captioner.force([photo], model, [bp.caption])[0]
+    words = trace.step_words()   # each caption word at its first token (the word layer)
+    maps = {"attention": attention_grid(trace)}
+    seconds = {"attention": time.perf_counter() - start}
+    extra = [m for m in methods if m != "attention"]
+    if extra:
+        e = explain(captioner, photo, model, trace.token_ids, tuple(extra))
+        for m in extra:
+            maps[m] = e.maps[m]
+            seconds[m] = e.seconds[m]
+    found = {m: ground_maps(words, maps[m], bp, image=index) for m in methods}
+    rows, unknown = [], []
+    for j, g in enumerate(found["attention"]):
+        word = trace.word_at(g.step)
+        if not word.known:
+            unknown.append(g.word)
+        rows.append({"step": g.step, "word": g.word, "box_word": g.coco_class,
+                     "model_word": g.word if word.known else "<unk>",
+                     "model_tokens": [trace.steps[t].word for t in word.steps], "box_area": round(g.area, 4),
+                     "centre_hit": g.centre_hit, "uniform_mass": round(g.uniform, 4),
+                     "methods": {m: {"pointing": found[m][j].hit, "mass_in_box": round(found[m][j].inside, 4)}
+                                 for m in methods}})
+    return {"index": index, "id": bp.key, "grounding": {m: [asdict(g) for g in found[m]] for m in methods},
+            "unknown": unknown, "seconds": seconds,
+            "photo": {"photo": bp.key, "path": bp.path, "caption": bp.caption, "size": [bp.width, bp.height],
+                      "words": rows}}
+
+
+def reduce_boxes(records: list[dict], model: str, boxes_file: str, methods: tuple[str, ...]) -> dict:
+    """The report from the boxed photos' records, sorted by index (see `evaluate_user_boxes`)."""
+    records = sorted(records, key=lambda r: r["index"])
+    ok = [r for r in records if "error" not in r]
+    items = {m: [Grounding(**g) for r in ok for g in r["grounding"][m]] for m in methods}
+    return {"model": model, "boxes_file": boxes_file, "photos": len(ok),
             "boxed_words": len(items["attention"]), "methods": list(methods),
             "word_matching": WORD_MATCHING,
             "grid": f"{GRID}x{GRID} cells over the whole photo; pixel boxes divided by the photo's width and height",
@@ -287,7 +276,30 @@ def evaluate_user_boxes(captioner, model: str, boxes_file: str, methods: Sequenc
                           "pointing_off_centre": "pointing on the words whose boxes miss the centre "
                                                  "(the centre baseline scores 0 there)"},
             "intervals": "image-level bootstrap 95% (1000 resamples of photos)",
-            "unknown_to_model": sorted(unknown_words),
+            "unknown_to_model": sorted({w for r in ok for w in r["unknown"]}),
             "grounding": {m: summarise(items[m]) for m in methods},
-            "seconds": {m: round(s, 2) for m, s in seconds.items()},
-            "per_photo": per_photo}
+            "seconds": {m: round(sum(r["seconds"][m] for r in ok), 2) for m in methods},
+            "per_photo": [r["photo"] for r in ok],
+            "failed_photos": [{"id": r["id"], "error": r["error"]} for r in records if "error" in r]}
+
+
+def evaluate_user_boxes(captioner, model: str, boxes_file: str, methods: Sequence[str] = ("attention",),
+                        progress=None) -> dict:
+    """Grounding of `model` against the user's boxes in `boxes_file` (see the module docstring), in
+    this process: one `boxed_record` per photo, then `reduce_boxes`.
+
+    `progress(i, n, photo_key)` is called before each photo. Raises BoxFileError for a bad file
+    (before any model is run) and ValueError for an unknown or unavailable method. Returns a
+    JSON-able dict: the model, counts, how words were matched and what the baselines are,
+    `grounding[method]` (keys `SUMMARY_KEYS`), `seconds[method]`, and `per_photo` (each boxed word's
+    step, box key, the model's word, box area, centre baseline hit, uniform mass, and per method its
+    pointing hit and mass in box).
+    """
+    photos = load_box_file(boxes_file)
+    methods = check_methods(captioner, model, methods)
+    records = []
+    for i, bp in enumerate(photos):
+        if progress is not None:
+            progress(i, len(photos), bp.key)
+        records.append(boxed_record(captioner, model, methods, bp, i))
+    return reduce_boxes(records, captioner.model(model).name, boxes_file, methods)

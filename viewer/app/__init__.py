@@ -29,7 +29,7 @@ def create_app(device: str | None = None, checkpoint_dir: str | None = None, dat
 
     `features`: precomputed features for imported models, found by the uploaded file's name;
     `lecture`: start in lecture mode (big type, the view filling the screen, keys for a projector)."""
-    from ..training.datasets import load_dataset
+    from ..data.datasets import load_dataset
     from ..engine.device import share_cpu_with_browser
     from ..engine.pipeline import Captioner
     from .session import Studio

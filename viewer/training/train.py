@@ -22,8 +22,8 @@ import torch
 from tqdm import tqdm
 
 from ..engine import checkpoints
-from .cache import FeatureCache
-from .datasets import load_dataset
+from ..data.cache import FeatureCache
+from ..data.datasets import load_dataset
 from ..engine.vocab import Vocabulary
 from ..engine.decoding import DecodeSettings
 from ..analysis.evaluate import evaluate_split

@@ -42,6 +42,8 @@ class FeatureCache:
         """Compute and store features for every image not cached yet (progress bar with ETA)."""
         log = log or functools.partial(print, file=sys.stderr)   # stdout stays for results (--json)
         todo = self.missing(image_paths)
+        if not todo:
+            return
         log(f"feature cache {self.dir}: {len(image_paths) - len(todo)} cached, {len(todo)} to compute")
         start = time.time()
         with tqdm(total=len(todo), unit="img", desc="features", mininterval=5) as bar:

@@ -1,0 +1,208 @@
+"""Dataset commands as records and one reduce (viewer/batch/): the local run, Ray Data and merged
+shards give the same report; interrupted runs resume with nothing lost or repeated; faults in a
+worker are retried; a photo that always fails is an error record. Ray starts once per session."""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from viewer.__main__ import main as cli
+from viewer.batch import Job, RecordFile, read_dirs, run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TIMINGS = ("images_per_s", "seconds", "seconds_per_caption")
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = pytest.importorskip("ray")
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([ROOT, HERE]), "RAY_USAGE_STATS_ENABLED": "0"}})
+    yield ray
+    ray.shutdown()
+
+
+def untimed(value):
+    """A report without its timings (they differ from run to run, whatever the engine)."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if k not in TIMINGS}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
+
+
+def _run(capsys, *argv) -> str:
+    code = cli(list(argv))
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out
+
+
+def _reports(folder: str, command: str):
+    """What a command's report folder holds, as comparable values."""
+    if command == "evaluate":
+        return (untimed(json.load(open(os.path.join(folder, "report.json")))),
+                json.load(open(os.path.join(folder, "captions.json"))))
+    if command == "boxes":
+        return untimed(json.load(open(os.path.join(folder, "report.json"))))
+    if command == "triage":
+        with open(os.path.join(folder, "results.csv")) as f:
+            return (list(csv.DictReader(f)), open(os.path.join(folder, "report.html")).read(),
+                    open(os.path.join(folder, "traces.jsonl")).read())
+    return open(os.path.join(folder, "traces.jsonl")).read()
+
+
+def _commands(tiny_data, cache_dir):
+    boxes = os.path.join(HERE, "data", "user_boxes.json")
+    images = os.path.join(tiny_data, "images")
+    return {
+        "evaluate": ["evaluate", "--model", "sat-soft", "--data", tiny_data, "--split", "train", "--cache", cache_dir,
+                     "--beam", "2", "--faithfulness", "--explain", "occlusion", "--imputers", "blur",
+                     "--explain-photos", "1", "--explain-sanity", "0", "--chunk", "2"],
+        "boxes": ["evaluate", "--model", "updown", "--boxes", boxes],
+        "triage": ["triage", "--model", "sat-soft", "--data", tiny_data, "--split", "train", "--chunk", "2"],
+        "caption": ["caption", images, "--model", "transformer", "--chunk", "2"],
+    }
+
+
+@pytest.mark.parametrize("command", ["evaluate", "boxes", "triage", "caption"])
+def test_local_ray_and_merged_shards_give_the_same_report(command, ray_session, tiny_checkpoints, tiny_data,
+                                                          cache_dir, tmp_path, capsys):
+    argv = ["--checkpoints", tiny_checkpoints] + _commands(tiny_data, cache_dir)[command]
+    local, on_ray, shards = (str(tmp_path / n) for n in ("local", "ray", "shards"))
+    one_thread = ["--cpus-per-worker", "1"]   # as the Ray actor: float sums differ in their last bits across thread counts
+    _run(capsys, *argv, "--out", local, *one_thread)
+    _run(capsys, *argv, "--out", on_ray, "--engine", "ray", "--workers", "1")
+    for i in (1, 2):
+        assert _run(capsys, *argv, "--out", shards, "--shard", f"{i}/2", *one_thread) == ""   # records only
+    assert sorted(os.listdir(shards)) == ["records.shard-1-of-2.jsonl", "records.shard-2-of-2.jsonl"]
+    _run(capsys, "merge", shards)
+    expected = _reports(local, command)
+    assert _reports(on_ray, command) == expected
+    assert _reports(shards, command) == expected
+    fingerprint, records = read_dirs([shards])
+    assert [r["index"] for r in records] == list(range(len(records))) and fingerprint["command"] == command
+    halves = [len(RecordFile(os.path.join(shards, f"records.shard-{i}-of-2.jsonl"), fingerprint).done) for i in (1, 2)]
+    assert all(halves), "each shard ran some photos"
+    if command == "evaluate":
+        report = expected[0]
+        assert report["images"] == 6 and report["explain"]["photos"] == 1 and report["grounding"]["faithfulness"]
+        assert report["failed_photos"] == []
+
+
+def test_a_killed_run_resumes_with_nothing_lost_or_computed_twice(tiny_checkpoints, tiny_data, cache_dir, tmp_path,
+                                                                  capsys):
+    argv = ["--checkpoints", tiny_checkpoints] + _commands(tiny_data, cache_dir)["triage"]
+    whole, cut = str(tmp_path / "whole"), str(tmp_path / "cut")
+    _run(capsys, *argv, "--out", whole)
+    lines = open(os.path.join(whole, "records.jsonl")).read().splitlines(keepends=True)
+    assert len(lines) == 7   # the fingerprint, then one record per photo
+    os.makedirs(cut)
+    # the run was killed while writing its third record: two whole records, half a line
+    with open(os.path.join(cut, "records.jsonl"), "w") as f:
+        f.write("".join(lines[:3]) + lines[3][: len(lines[3]) // 2])
+    _run(capsys, *argv, "--out", cut)
+    again = open(os.path.join(cut, "records.jsonl")).read().splitlines()
+    assert [json.loads(line)["index"] for line in again[1:]] == [0, 1, 2, 3, 4, 5]   # each photo once
+    assert _reports(cut, "triage") == _reports(whole, "triage")
+
+
+def test_resuming_computes_only_the_missing_photos(tmp_path):
+    """A job whose worker logs every item it computes: killed (os._exit) at item 3, run again."""
+    out, calls = str(tmp_path / "out"), tmp_path / "calls.txt"
+    script = (f"import sys; sys.path[:0] = [{ROOT!r}, {HERE!r}]\n"
+              "import test_batch as T\n"
+              f"T.run(T.toy_job({str(calls)!r}, die_at=int(sys.argv[1])), {out!r})\n")
+    killed = subprocess.run([sys.executable, "-c", script, "3"], capture_output=True, text=True)
+    assert killed.returncode == 9 and open(calls).read().split() == ["0", "1", "2", "3"]
+    done = subprocess.run([sys.executable, "-c", script, "-1"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert open(calls).read().split() == ["0", "1", "2", "3", "3", "4", "5"]   # only 3 (never written) ran again
+    fingerprint, records = read_dirs([out])
+    assert [r["value"] for r in records] == [2 * i for i in range(6)] and fingerprint["command"] == "toy"
+
+
+def test_the_fingerprint_refuses_to_mix_settings(tiny_checkpoints, tiny_data, cache_dir, tmp_path, capsys):
+    argv = ["--checkpoints", tiny_checkpoints] + _commands(tiny_data, cache_dir)["caption"] + ["--out", str(tmp_path)]
+    _run(capsys, *argv)
+    assert cli(argv + ["--greedy"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "other settings" in err and err.count("\n") == 1
+    assert cli(["merge", str(tmp_path / "nothing")]) == 2 and "no such folder" in capsys.readouterr().err
+
+
+def test_a_coco_captions_file_runs_through_every_engine(ray_session, tiny_checkpoints, tiny_data, cache_dir, tmp_path,
+                                                        capsys):
+    """A small captions_val2014.json (COCO's layout: images with ids, annotations by image id) is a split "dev"."""
+    from conftest import CAPTIONS
+    folder = tmp_path / "coco"
+    os.makedirs(folder)
+    images, annotations = [], []
+    for n, (name, caps) in enumerate(CAPTIONS.items()):
+        shutil.copy(os.path.join(tiny_data, "images", name), folder / name)
+        images.append({"id": 100 + n, "file_name": name, "width": 0, "height": 0})
+        annotations += [{"id": 1000 + 10 * n + j, "image_id": 100 + n, "caption": c} for j, c in enumerate(caps)]
+    (folder / "captions_val2014.json").write_text(json.dumps({"images": images, "annotations": annotations}))
+    argv = ["--checkpoints", tiny_checkpoints, "evaluate", "--model", "updown", "--data", str(folder), "--split", "dev",
+            "--cache", cache_dir, "--chunk", "3"]
+    outs = [str(tmp_path / n) for n in ("local", "ray", "shards")]
+    _run(capsys, *argv, "--out", outs[0], "--cpus-per-worker", "1")
+    _run(capsys, *argv, "--out", outs[1], "--engine", "ray")
+    for i in (1, 2):
+        _run(capsys, *argv, "--out", outs[2], "--shard", f"{i}/2", "--cpus-per-worker", "1")
+    _run(capsys, "merge", outs[2])
+    reports = [_reports(o, "evaluate") for o in outs]
+    assert reports[0][0]["images"] == len(CAPTIONS) and reports[1] == reports[0] and reports[2] == reports[0]
+
+
+# A toy job: the engine is generic, and faults are cheapest to inject where no model loads.
+
+def toy_worker(calls: str, die_at: int = -1, marker: str | None = None):
+    def records(items):
+        out = []
+        for item in items:
+            with open(calls, "a") as f:
+                f.write(f"{item['index']}\n")
+            if item["index"] == die_at and (marker is None or not os.path.exists(marker)):
+                if marker is not None:
+                    open(marker, "w").close()   # dies once: the retry finds the marker
+                os._exit(9)   # as a kill or an out-of-memory would: no exception, no cleanup
+            if item["id"] == "poison":
+                os._exit(9)   # dies every time
+            if item["id"] == "broken":
+                raise ValueError("cannot read this photo")
+            out.append({"index": item["index"], "id": item["id"], "value": 2 * item["index"]})
+        return out
+    return records
+
+
+def toy_job(calls: str, die_at: int = -1, marker: str | None = None, ids=None) -> Job:
+    import functools
+    ids = ids or [f"photo{i}" for i in range(6)]
+    return Job("toy", [{"index": i, "id": p} for i, p in enumerate(ids)], {"what": "double"},
+               functools.partial(toy_worker, calls, die_at, marker), chunk=1)
+
+
+def test_a_worker_killed_mid_run_is_retried_on_ray(ray_session, tmp_path):
+    calls = str(tmp_path / "calls.txt")
+    records = run(toy_job(calls, die_at=2, marker=str(tmp_path / "died")), str(tmp_path / "out"), "ray")
+    assert [r["value"] for r in records] == [0, 2, 4, 6, 8, 10]
+    assert os.path.exists(tmp_path / "died")
+    assert open(calls).read().split().count("2") == 2   # it died at 2, and 2 ran again on a restarted actor
+
+
+def test_a_photo_that_always_fails_is_an_error_record_not_a_crashed_run(ray_session, tmp_path):
+    ids = ["photo0", "broken", "photo2", "poison", "photo4"]
+    for engine in ("local", "ray"):
+        job = toy_job(str(tmp_path / f"calls-{engine}.txt"), ids=ids if engine == "ray" else ids[:3])
+        records = run(job, str(tmp_path / engine), engine)
+        by_id = {r["id"]: r for r in records}
+        assert by_id["broken"]["error"] == "ValueError: cannot read this photo"
+        assert by_id["photo2"]["value"] == 4 and by_id["photo0"]["value"] == 0
+    assert "error" in by_id["poison"] and by_id["photo4"]["value"] == 8   # the run went on past it

@@ -1,0 +1,51 @@
+"""`bench`: latency per stage, render time, throughput and memory of the models here."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+NAME = "bench"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(NAME, help="measure latency per stage, render time, throughput, memory")
+    p.add_argument("--models", nargs="+", help="default: every model in checkpoints/")
+    p.add_argument("--images", nargs="+", help="photos or folders (default: assets/)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--beam", type=int, default=3)
+    p.add_argument("--startup", action="store_true", help="also time app start to first page (3 starts)")
+    p.add_argument("--explain", action="store_true", help="also time per-word maps: occlusion of a whole caption, "
+                                                          "Grad-CAM and relevancy per word, deletion of one word")
+    p.add_argument("--engines", action="store_true", help="instead: photos per second of `evaluate --explain "
+                   "occlusion` on --photos photos of --data/--split, locally and on Ray (1 worker), and Ray's overhead")
+    p.add_argument("--data", default=os.path.join("..", "shared", "data", "flickr8k"), help="with --engines")
+    p.add_argument("--split", default="dev-select", help="with --engines")
+    p.add_argument("--photos", type=int, default=24, help="with --engines")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.engines:
+        from ..measure.engines import engine_bench
+        from .options import log
+        result = engine_bench((args.models or ["sat-soft"])[0], args.data, args.split, args.photos, args.checkpoints,
+                              log=log)
+        print(json.dumps(result, indent=1))
+        return 0
+    from ..measure import bench
+    from ..engine.checkpoints import available, read_meta, stored_vision_spec
+    from ..paths import ASSETS
+    images = args.images or [ASSETS]
+    paths = []
+    for item in images:
+        paths += sorted(glob.glob(os.path.join(item, "*.jpg"))) if os.path.isdir(item) else [item]
+    models = args.models or [name for name, path in available(args.checkpoints).items()
+                             if not stored_vision_spec(read_meta(path)).brings_own_features]
+    result = bench.run(models, paths, args.device, repeats=args.repeats, beam=args.beam,
+                       checkpoint_dir=args.checkpoints, explain=args.explain)
+    if args.startup:
+        result["startup"] = bench.startup(args.checkpoints)
+    print(json.dumps(result, indent=1) if args.json else bench.table(result))
+    return 0

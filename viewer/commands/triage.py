@@ -1,0 +1,92 @@
+"""`triage`: caption many photos and rank them worst first (score, grounding, confidence, seen),
+one record per photo (analysis/triage.py `triage_records`); the report folder is the reduce."""
+from __future__ import annotations
+
+import functools
+import glob
+import json
+import os
+
+from . import options
+
+NAME = "triage"
+CHUNK = 16
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(NAME, help="rank many photos by score, grounding or confidence; HTML report + CSV")
+    p.add_argument("--model", required=True)
+    p.add_argument("--data", help="dataset folder or JSON (references give scores)")
+    p.add_argument("--split", default="dev")
+    p.add_argument("--images", help="a folder of photos instead of a dataset")
+    p.add_argument("--sort", choices=["score", "grounding", "confidence", "seen"], default="score",
+                   help="worst first by CIDEr, grounding, mean log-prob, or the object word least seen "
+                        "(the smallest visual dependence)")
+    p.add_argument("--beam", type=int, default=3)
+    p.add_argument("--limit", type=int, default=0, help="only the first N photos")
+    p.add_argument("--features", help="precomputed features for imported models (.tsv, .hdf5 or folder of .npz)")
+    options.add_batch_options(p, "the report folder (default triage/MODEL-SPLIT, which the app's Triage tab lists)")
+    p.set_defaults(func=run)
+
+
+def open_worker(opts: dict):
+    """Once per worker: the model (and the references); returns items -> records."""
+    from ..analysis.triage import triage_records
+    from ..data.datasets import load_dataset
+    from ..engine.decoding import DecodeSettings
+    from ..engine.pipeline import Captioner
+    captioner = Captioner(opts["device"], checkpoint_dir=opts["checkpoints"], feature_files=opts["features"])
+    captioner.model(opts["model_arg"])
+    data = load_dataset(opts["data"]) if opts["data"] else None
+    settings = DecodeSettings(beam_size=opts["beam"])
+
+    def records(items: list[dict]) -> list[dict]:
+        refs = None if data is None else {it["id"]: data.captions[it["id"]] for it in items}
+        return triage_records(captioner, opts["model_arg"], items, refs, settings)
+    return records
+
+
+def photo_paths(args) -> list[str]:
+    if bool(args.data) == bool(args.images):
+        raise ValueError("give either --data DIR (with --split) or --images FOLDER")
+    if args.data:
+        from ..data.datasets import load_dataset
+        paths = load_dataset(args.data).split(args.split)
+    else:
+        paths = sorted(p for ext in ("jpg", "jpeg", "png") for p in glob.glob(os.path.join(args.images, f"*.{ext}")))
+    return paths[: args.limit] if args.limit else paths
+
+
+def job(args):
+    from ..batch import Job
+    paths = photo_paths(args)
+    loaded = options.captioner(args).model(args.model)
+    settings = {**options.model_identity(loaded), "data": args.data and os.path.abspath(args.data),
+                "split": args.split if args.data else None,
+                "images": args.images and os.path.abspath(args.images), "photos": len(paths), "beam": args.beam,
+                "features": args.features, "sort": args.sort}
+    opts = {"device": args.device, "checkpoints": args.checkpoints, "features": args.features,
+            "model_arg": args.model, "data": args.data, "beam": args.beam}
+    items = [{"index": i, "id": p} for i, p in enumerate(paths)]
+    return Job(NAME, items, settings, functools.partial(open_worker, opts), CHUNK)
+
+
+def reduce(fingerprint: dict, records: list[dict]) -> list[dict]:
+    from ..analysis.triage import rank, reduce_triage
+    return rank(reduce_triage(records), fingerprint["sort"])
+
+
+def write(rows: list[dict], out: str, fingerprint: dict) -> dict:
+    from ..analysis.triage import write_report
+    return write_report(rows, out, fingerprint["model"], fingerprint["sort"])
+
+
+def run(args) -> int:
+    batch = job(args)
+    name = f"{os.path.basename(args.model).split('.')[0]}-" + (
+        args.split if args.data else os.path.basename(os.path.normpath(args.images)))
+    args.out = args.out or os.path.join("triage", name)
+    records = options.run_batch(batch, args)
+    if records is not None:
+        print(json.dumps(write(reduce(batch.fingerprint, records), args.out, batch.fingerprint)))
+    return 0
