@@ -43,13 +43,13 @@ def test_stepping_and_restyling_never_rerun_the_model(studio, photo):
             ex.step = t
             for style in (S.Style(), S.Style("blocky", "jet", 0.3), S.Style("bilinear", "gray", 1.0, "stretch")):
                 assert S.overlay(ex, style).shape == ex.display.shape
-            panels.append((P.step_panel(ex), P.grid_numbers(ex), S.caption_tokens(ex)))
+            panels.append(P.step_panel(ex))
         again = studio.explore(photo, "sat-soft", DecodeSettings())
     finally:
         studio.captioner.caption = original
     assert calls == [] and again.trace.caption == ex.trace.caption
-    assert len({p for p, _, _ in panels}) == ex.n_steps and len({n for _, n, _ in panels}) == ex.n_steps
-    assert [[lab for _, lab in tokens].index("selected") for _, _, tokens in panels] == list(range(ex.n_steps))
+    assert len(set(panels)) == ex.n_steps
+    assert panels == [P.step_panel(ex, t) for t in range(ex.n_steps)]   # what the page holds for each word
 
 
 def test_overlay_shows_the_attention_used_for_that_word(studio, photo):
@@ -73,11 +73,11 @@ def test_overlay_shows_the_attention_used_for_that_word(studio, photo):
     assert all(not np.array_equal(views[i], views[i + 1]) for i in range(len(views) - 1))
 
 
-def test_selected_word_is_marked_and_panel_lists_alternatives(studio, photo):
+def test_caption_tokens_and_panel_lists_alternatives(studio, photo):
     ex = studio.explore(photo, "sat-hard", DecodeSettings(strategy="greedy"))
     ex.step = 1
     tokens = S.caption_tokens(ex)
-    assert [lab for _, lab in tokens].count("selected") == 1 and tokens[1][1] == "selected"
+    assert all(lab is None for _, lab in tokens)     # the page marks the selected word itself
     assert "".join(w for w, _ in tokens).split() == [s.word for s in ex.trace.steps]
     panel = P.step_panel(ex)
     assert "beta" in panel and "sampled cell" in panel
@@ -126,26 +126,26 @@ def test_api_captions_a_photo_and_steps(server):
     url, _ = server
     client = Client(url, verbose=False)
     api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
-    assert "/caption_photo" in api and "/show_step" in api
+    assert "/caption_photo" in api
     out = client.predict(handle_file(os.path.join(ASSETS, "chelsea.jpg")), "updown", "Greedy", 3, 1.0, 0, 20,
                          *S.Style().inputs(), api_name="/caption_photo")
     assert "updown" in out[1]
     payload = out[3]          # the page's view: every word's map comes with the caption, drawn in the page
     assert (payload["width"], payload["height"]) == (960, 639) and payload["kind"] == "regions"   # the photo, enlarged
-    n_words = int(re.search(r"at step 1 of (\d+)", out[5]).group(1))
-    assert len(payload["maps"]) == len(payload["first"]) == n_words
+    n_words = int(re.search(r"at step 1 of (\d+)", payload["panels"][0]).group(1))
+    assert len(payload["maps"]) == len(payload["first"]) == len(payload["tokens"]) == n_words
     assert all(abs(sum(m) - 1) < 1e-4 for m in payload["maps"])          # region weights: a distribution
-    step = client.predict(2, *S.Style(colormap="jet", opacity=0.5).inputs(), api_name="/show_step")
-    assert step[0]["value"] == 2 and "at step 2" in step[3]
+    assert all(f"at step {t} of" in p for t, p in enumerate(payload["panels"], 1))   # every word's panel, for the page
+    assert [len(a) for a in payload["alternatives"]] == [len(p.split('class="bar-row"')) - 1 for p in payload["panels"]]
 
 
 def test_the_servers_own_views_are_served_immutable(server):
-    """The coverage view (still drawn on the server, in the background after a caption) is a
-    content-named file served with a cache header that lets the page keep it."""
+    """A view the server still draws (the steered one) is a content-named file served with a cache
+    header that lets the page keep it."""
     import urllib.request
     url, studio = server
     ex = studio.explore(os.path.join(ASSETS, "coffee.jpg"), "sat-soft", DecodeSettings(strategy="greedy"))
-    coverage = studio.view(ex, S.Style(), 1, "coverage")
+    coverage = studio.view(ex, S.Style(), 1)
     assert os.path.dirname(coverage) == studio.view_dir and S.is_view_url(f"/gradio_api/file={coverage}")
     with urllib.request.urlopen(f"{url}gradio_api/file={coverage}") as r:
         assert "immutable" in r.headers["cache-control"] and r.read()[:2] == b"\xff\xd8"

@@ -312,7 +312,6 @@ def test_aaronccwong_import_with_vgg_weights_reproduces_the_original(tmp_path):
 
 def test_aaronccwong_resnet152_model_runs_on_its_7x7_grid(tmp_path):
     from viewer.app import session as S
-    from viewer.app import panels as P
     from viewer.engine.trace import AttentionTrace
 
     word_dict = {"<start>": 0, "<eos>": 1, "<unk>": 2, "<pad>": 3, **{w: i + 4 for i, w in enumerate(WORDS)}}
@@ -342,7 +341,8 @@ def test_aaronccwong_resnet152_model_runs_on_its_7x7_grid(tmp_path):
     assert AttentionTrace.from_json(trace.to_json()).grid(0).shape == (7, 7)
     ex = S.Exploration(photo, "aw152", DecodeSettings(strategy="greedy"), [trace])
     assert S.overlay(ex, S.Style()).shape == ex.display.shape
-    assert P.grid_numbers(ex).count("<tr>") == 7
+    view = S.view_payload(ex, "attention", None, "k", S.jpeg(ex.display))
+    assert view["side"] == 7 and len(view["cells"]) == len(view["maps"][0]) == 49   # the page's numbers and view
     h, w = ex.display.shape[:2]                                     # clicks come in view pixels
     assert S.unit_at(ex, w - 1, h - 1) == 48
 

@@ -50,8 +50,7 @@ def lecture_server(tiny_checkpoints):
 FONT = "parseFloat(getComputedStyle(document.querySelector('#caption .token')).fontSize)"
 LECTURE = "() => document.body.classList.contains('lecture')"
 # the selected word: amber (the other labels, guessed / said not seen, have their own colours)
-SELECTED = ("() => [...document.querySelectorAll('#caption .token')].findIndex(t => t.classList.contains('highlighted')"
-            " && t.style.backgroundColor.startsWith('rgba(245, 158, 11'))")
+SELECTED = "() => [...document.querySelectorAll('#caption .token')].findIndex(t => t.classList.contains('av-selected'))"
 VIEW_BOX = "() => window.__viewerMain?.payload ? window.__viewerMain.picture() : null"   # the photo as drawn
 
 

@@ -39,7 +39,7 @@ def test_twenty_concurrent_clients(server, twenty_photos):
     for session in result["sessions"]:
         h, w = display_copy(load_photo(session["photo"])).shape[:2]
         assert session["view_sizes"] == [(w, h)], "a client saw another client's photo"
-        assert session["steps"] == list(range(1, len(session["steps"]) + 1)), "a client's word moved another's"
+        assert session["steps"] == list(range(1, len(session["steps"]) + 1)), "a client's panels are not its own trace's"
     print(f"\nload: {result['requests']} requests, median {result['median_ms']} ms, p95 {result['p95_ms']} ms, "
           f"{result['wall_s']} s")
     assert len(studio._decodes) <= studio.max_decodes

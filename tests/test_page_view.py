@@ -24,6 +24,10 @@ CANVAS = """() => { const c = document.querySelector('#view canvas');
   if (!c || !c.dataset.shown) return null;
   return {w: c.width, h: c.height, step: Number(c.dataset.step), shown: c.dataset.shown,
           pixels: Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data)}; }"""
+COVERAGE = """() => { const c = document.querySelector('#coverage canvas.av-coverage');
+  if (!c || !c.dataset.shown) return null;
+  return {w: c.width, h: c.height, shown: c.dataset.shown,
+          pixels: Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data)}; }"""
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +80,11 @@ def _restyle(page, style: S.Style):
 
 @pytest.mark.parametrize("model", ["sat-soft", "sat-hard", "updown"])
 def test_the_canvas_matches_render_py(server, model):
-    """The canvas's pixels against render.py's view of the same step and style (server.py's oracle)."""
+    """The canvas's pixels against render.py's view of the same step and style (server.py's oracle),
+    and the coverage's against render.py's coverage."""
     from playwright.sync_api import expect, sync_playwright
+
+    from viewer.engine.render import render_coverage
     url, studio = server
     styles = [S.Style(), S.Style("bilinear", "jet", 0.8, "absolute"), S.Style("blocky", "gray", 0.8, "stretch")]
     with sync_playwright() as p:
@@ -105,6 +112,12 @@ def test_the_canvas_matches_render_py(server, model):
             assert pixels.shape == want.shape
             diff = np.abs(pixels - want)[:-BAR_ROWS].mean()
             assert diff <= (REGION_TOLERANCE if model == "updown" else GRID_TOLERANCE), (style, diff)
+            if style == S.Style():   # the coverage beside it, as render.py draws it
+                page.wait_for_function(f"() => ({COVERAGE})()?.shown.split('|')[1] === '1'")
+                cover = page.evaluate(COVERAGE)
+                cover = np.array(cover["pixels"], np.uint8).reshape(cover["h"], cover["w"], 4)[..., :3].astype(int)
+                want = render_coverage(ex.display, ex.trace, 1, style.upsampling).astype(int)
+                assert np.abs(cover - want)[:-BAR_ROWS].mean() <= GRID_TOLERANCE
             # a wrong colour map or a transposed grid is far outside the tolerance
             if model != "updown":
                 wrong = S.overlay(ex, S.Style(style.upsampling, "inferno" if style.colormap != "inferno" else "jet",
@@ -135,4 +148,88 @@ def test_hovering_the_photo_tints_each_word_by_its_attention_there(server):
         assert np.allclose(looked, want, atol=1e-6)
         page.mouse.move(1, 1)                                  # off the photo: no tint
         page.wait_for_function("() => document.querySelector('#caption .token').dataset.looked === undefined")
+        browser.close()
+
+
+
+def _quiet(page, requests, quiet_ms=2500, timeout_ms=90_000):
+    """Wait until the page has made no request for `quiet_ms` (the caption's follow-up events are over)."""
+    waited, seen = 0, len(requests)
+    while waited < timeout_ms:
+        page.wait_for_timeout(quiet_ms)
+        waited += quiet_ms
+        if len(requests) == seen:
+            return
+        seen = len(requests)
+
+
+def test_stepping_playing_and_restyling_make_no_request(server):
+    """Every word's view, panel, raw numbers, next words, coverage and strip tile are in the page: word
+    clicks, the arrows, Previous/Next, the slider, a strip tile, Play and the four restyles send
+    nothing. The coverage matches render.py's; a next word chosen in the page branches on the server."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from viewer.engine.render import render_coverage
+    url, studio = server
+    with sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        requests = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.set_default_timeout(90_000)
+        page.goto(url)
+        page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
+        page.wait_for_timeout(1500)
+        page.locator("#run").click()
+        expect(page.locator("#status")).to_contain_text("caption", timeout=90_000)
+        _canvas(page)
+        page.get_by_text("Raw attention numbers").click()
+        page.get_by_text("Branch: choose another word").click()
+        _quiet(page, requests)
+        model = page.locator("#model input").input_value()
+        ex = studio.explore(os.path.join(ASSETS, "coffee.jpg"), model, DecodeSettings(beam_size=3))
+        trace, before = ex.trace, len(requests)
+        panel, words = page.locator("#panel .step-facts"), page.locator("#caption .token")
+
+        def at(t):   # the page shows step t (0-based): the view, the panel, the selected word, the numbers, the slider
+            page.wait_for_function("t => document.querySelector('#view canvas').dataset.step === String(t)", arg=t)
+            expect(panel).to_contain_text(f"at step {t + 1} of {trace.steps.__len__()}")
+            expect(page.locator("#caption .token.av-selected")).to_have_count(1)
+            assert words.nth(t).evaluate("e => e.classList.contains('av-selected')")
+            assert page.locator("#step input[type=range]").input_value() == str(t + 1)
+            cells = page.locator(f'#numbers table.grid14[data-step="{t}"] td').all_inner_texts()
+            assert np.allclose([float(v) for v in cells], np.asarray(trace.steps[t].attention) * 100, atol=0.051)
+            expect(page.locator("#alternatives .av-next")).to_have_count(len(trace.steps[t].alternatives))
+
+        words.nth(2).click(); at(2)
+        page.keyboard.press("ArrowRight"); at(3)
+        page.keyboard.press("ArrowLeft"); at(2)
+        page.locator("#next").click(); at(3)
+        page.locator("#prev").click(); at(2)
+        page.locator("#step input[type=range]").fill("2"); at(1)
+        page.locator("#strip .av-tile").nth(4).click(); at(4)
+        page.locator("#speed input[type=range]").fill("0.4")
+        page.locator("#play").click()
+        page.wait_for_function("() => Number(document.querySelector('#view canvas').dataset.step) >= 6", timeout=20_000)
+        page.locator("#play").click()
+        expect(page.locator("#play")).to_contain_text("Play")
+        page.locator("#step input[type=range]").fill("2"); at(1)
+        _restyle(page, S.Style("bilinear", "jet", 0.8, "stretch"))
+        page.locator("#opacity input[type=range]").fill("0.5")
+        page.wait_for_function("() => document.querySelector('#view canvas').dataset.shown.includes('|bilinear|jet|0.5|stretch|')")
+        page.wait_for_timeout(500)
+        assert requests[before:] == [], requests[before:]
+
+        # the coverage of word 2 (0-based 1) as render.py draws it, in the upsampling chosen
+        page.wait_for_function(f"() => ({COVERAGE})()?.shown.split('|')[1] === '1'")
+        got = page.evaluate(COVERAGE)
+        pixels = np.array(got["pixels"], np.uint8).reshape(got["h"], got["w"], 4)[..., :3].astype(int)
+        want = render_coverage(ex.display, trace, 1, "bilinear").astype(int)
+        assert pixels.shape == want.shape and np.abs(pixels - want)[:-BAR_ROWS].mean() <= GRID_TOLERANCE
+
+        # a next word chosen in the page is the one the server branches with
+        alt = next(w for w, _ in trace.steps[1].alternatives if w != trace.steps[1].word and not w.startswith("<"))
+        page.locator(f'#alternatives .av-next[data-word="{alt}"]').click()
+        page.locator("#branch").click()
+        page.wait_for_function("w => document.querySelectorAll('#caption .token')[1]?.innerText.trim() === w", arg=alt)
         browser.close()

@@ -41,8 +41,8 @@ def test_beam_heads_equal_forced_heads(captioner, photo):
         words = [s.word for s in beam.steps]
         assert [s.word for s in forced.steps][:len(words)] == words
         for a, b in zip(beam.steps, forced.steps):
-            assert a.heads.shape == b.heads.shape and np.allclose(a.heads, b.heads, atol=1e-5)
-            assert np.allclose(a.heads.sum(-1), 1.0, atol=1e-4)
+            assert a.heads.shape == b.heads.shape and np.allclose(a.heads, b.heads, rtol=1e-3, atol=1e-5)
+            assert np.allclose(a.heads.astype(np.float32).sum(-1), 1.0, atol=1e-3)   # float16: 2^-11 apart
 
 
 def test_heads_round_trip_through_json(captioner, photo):

@@ -2,9 +2,11 @@
 // after `const AV_CONSTANTS = {...}` (the absolute scale and colour tables render.py uses).
 // It draws what render.py draws, the same way: density (the paper's A @ G @ A.T, bilinear or
 // blocky), brightness (absolute or stretched), shading (the paper's grey mask, spotlight, a colour
-// map), the colour bar, hard attention's cells, region boxes. Steps and styles redraw here; the
-// server hears of a click on the photo (steering, hiding) through the `select` event, and that a
-// new trace is on screen through `load` (the word strip and the seen words follow it).
+// map), the colour bar, hard attention's cells, region boxes, the coverage. Steps and styles redraw
+// here; the Explore view also shows the rest of the word's page from the trace (the selected word,
+// its panel, the raw numbers, the next words, the coverage and the word strip). The server hears of
+// a click on the photo (steering, hiding) through the `select` event, and that a new trace is on
+// screen through `load` (the seen words follow it).
 const C = AV_CONSTANTS;
 const root = element.querySelector('.av');
 const canvas = element.querySelector('.av-canvas');
@@ -226,10 +228,31 @@ function drawRegions(g, P, weights, w, h) {
 }
 
 
+// render.render_coverage: attention summed over words 0..t, stretched, in inferno.
+const COVER = {colormap: 'inferno', opacity: 0.65, scale: 'stretch'};
+function coverage(P, t) {
+  const out = new Float64Array(P.maps[0].length);
+  for (let s = 0; s <= t; s++) P.maps[s].forEach((v, i) => { out[i] += v; });
+  return out;
+}
+
+function coverFrame(P, t, upsampling) {
+  const cov = coverage(P, t), w = P.width, h = P.height;
+  const d = P.kind === 'regions' ? regionDensity(P.boxes, cov, w, h) : density(cov, P.side, w, h, upsampling, P.paper);
+  const img = ctx.createImageData(w, h);
+  shade(S.photo, brightness(d, COVER.scale), COVER.colormap, COVER.opacity, img);
+  let dmax = 0; for (let i = 0; i < d.length; i++) if (d[i] > dmax) dmax = d[i];
+  return {pixels: img.data, dmax};
+}
+
+
 // --- frames: each word's picture in the current style, made ahead so a step is one putImageData --------
-// Grid maps are made in a worker (the same functions, one frame at a time, nearest words first);
-// region views on the main thread between events. A frame missing when asked for is drawn at once.
+// Frame t is word t's view, frame 'c'+t its coverage (the Explore view only). Grid maps are made in a
+// worker (the same functions, one frame at a time: the shown word's view and coverage, then the
+// others nearest first); region views on the main thread between events. A view missing when asked
+// for is drawn at once.
 const styleKey = (st) => `${st.upsampling}|${st.colormap}|${st.opacity}|${st.scale}`;
+const frameKey = (P, st) => (P.kind === 'regions' ? 'regions' : styleKey(st));
 const KERNEL = `const C = ${JSON.stringify(C)};\n${[bilinear, density, brightness, shade].map(String).join('\n')}
 let photo = null, W = 0, H = 0;
 onmessage = (e) => {
@@ -246,9 +269,16 @@ try { worker = new Worker(URL.createObjectURL(new Blob([KERNEL], {type: 'text/ja
 if (worker) worker.onmessage = (e) => {
   const r = e.data;
   S.busy = false;
-  if (r.key === S.key && r.style === S.frameStyle) S.frames.set(r.t, {pixels: new Uint8ClampedArray(r.pixels), dmax: r.dmax});
+  if (r.key === S.key && r.style === S.frameStyle) keep(r.t, {pixels: new Uint8ClampedArray(r.pixels), dmax: r.dmax});
   ahead();
 };
+
+function keep(id, frame) {   // a frame made: the strip's tile or the coverage it belongs to is drawn
+  S.frames.set(id, frame);
+  if (!main) return;
+  if (typeof id === 'number') tile(id);
+  else if (id === 'c' + S.step) drawCoverage(S.step);
+}
 
 function gridFrame(P, t, st) {
   const d = density(P.maps[t], P.side, P.width, P.height, st.upsampling, P.paper);
@@ -266,25 +296,32 @@ function regionFrame(P, t) {
   return {pixels: g.getImageData(0, 0, P.width, P.height).data, dmax: null};
 }
 
-function ahead() {   // the next missing frame, nearest the shown word first
-  const P = S.payload, st = window.__viewerStyle;
-  if (!P || S.busy || S.frameStyle !== (P.kind === 'regions' ? 'regions' : styleKey(st))) return;
+function nextFrame(P) {   // the shown word's view and coverage, then the other words', nearest first
   const order = P.maps.map((_, i) => i).sort((a, b) => Math.abs(a - S.step) - Math.abs(b - S.step));
-  const t = order.find((i) => !S.frames.has(i));
-  if (t === undefined) return;
+  const ids = main && coverCanvas() ? [order[0], 'c' + order[0], ...order.slice(1), ...order.slice(1).map((i) => 'c' + i)]
+    : order;
+  return ids.find((id) => !S.frames.has(id));
+}
+
+function ahead() {   // the next missing frame
+  const P = S.payload, st = window.__viewerStyle;
+  if (!P || S.busy || S.frameStyle !== frameKey(P, st)) return;
+  const id = nextFrame(P);
+  if (id === undefined) return;
+  const cover = typeof id === 'string', t = cover ? Number(id.slice(1)) : id;
+  S.busy = true;
   if (P.kind === 'regions' || !worker) {
-    S.busy = true;
     setTimeout(() => {
       S.busy = false;
-      if (S.payload === P && !S.frames.has(t) && S.frameStyle === (P.kind === 'regions' ? 'regions' : styleKey(st)))
-        S.frames.set(t, P.kind === 'regions' ? regionFrame(P, t) : gridFrame(P, t, st));
+      if (S.payload === P && !S.frames.has(id) && S.frameStyle === frameKey(P, st))
+        keep(id, cover ? coverFrame(P, t, st.upsampling) : P.kind === 'regions' ? regionFrame(P, t) : gridFrame(P, t, st));
       ahead();
     }, 0);
     return;
   }
-  S.busy = true;
-  worker.postMessage({key: S.key, t, styleKey: S.frameStyle, map: P.maps[t], side: P.side, paper: P.paper,
-                      style: {upsampling: st.upsampling, colormap: st.colormap, opacity: st.opacity, scale: st.scale}});
+  worker.postMessage({key: S.key, t: id, styleKey: S.frameStyle, map: cover ? coverage(P, t) : P.maps[t], side: P.side,
+                      paper: P.paper, style: {upsampling: st.upsampling, ...(cover ? COVER
+                        : {colormap: st.colormap, opacity: st.opacity, scale: st.scale})}});
 }
 
 const pct = (v) => `${(v * 100).toFixed(1)}%`;
@@ -293,7 +330,7 @@ function draw() {
   const P = S.payload, st = window.__viewerStyle;
   if (!P || !S.photo) return;
   const t = Math.min(Math.max(S.step, 0), P.maps.length - 1), w = P.width, h = P.height;
-  const sk = P.kind === 'regions' ? 'regions' : styleKey(st);
+  const sk = frameKey(P, st);
   if (S.frameStyle !== sk) { S.frames = new Map(); S.frameStyle = sk; }
   if (P.kind === 'regions') {
     if (!S.frames.has(t)) S.frames.set(t, regionFrame(P, t));
@@ -318,7 +355,93 @@ function draw() {
   canvas.dataset.drawnAt = String(performance.now());   // what is on the canvas, for tests and the benchmark
   canvas.dataset.shown = `${S.key}|${t}|${st.upsampling}|${st.colormap}|${st.opacity}|${st.scale}|${st.show_alpha}|${st.hard_samples}`;
   tint();
+  if (main) followStep(t);
   ahead();
+}
+
+// --- the rest of the word's page (the Explore view): all from the trace in the page ----------------
+const esc = (v) => String(v).replace(/[&<>"']/g, (ch) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'})[ch]);
+const coverCanvas = () => document.querySelector('#coverage canvas.av-coverage');
+
+function followStep(t) {
+  const P = S.payload, panel = document.querySelector('#panel .av-panel');
+  markWord(t);
+  if (panel && P.panels) panel.innerHTML = P.panels[t];   // the server's HTML of each step's facts and next words
+  clearTimeout(S.follow);
+  S.follow = setTimeout(() => {   // after the frame is on screen
+    if (S.payload !== P || S.step !== t) return;
+    const numbers = document.querySelector('#numbers .av-numbers');
+    if (numbers) numbers.innerHTML = numbersTable(P, t);
+    nextWords(P, t);
+    if (S.frames.has('c' + t)) drawCoverage(t);
+    document.querySelectorAll('#strip .av-tile').forEach((el) => el.classList.toggle('av-selected', Number(el.dataset.t) === t));
+  }, 0);
+}
+
+function markWord(t) {   // the caption's token of step t
+  document.querySelectorAll('#caption .token').forEach((el, i) => el.classList.toggle('av-selected', i === t));
+}
+
+// The raw numbers: the grid in percent, shaded by its peak, or the regions by weight.
+function numbersTable(P, t) {
+  const m = P.maps[t];
+  if (P.kind === 'regions') {
+    const order = m.map((_, i) => i).sort((a, b) => m[b] - m[a] || a - b);
+    return `<table class="regions" data-step="${t}"><tr><th>region</th><th>score</th><th>weight</th></tr>` + order.map((i) =>
+      `<tr><td>${esc(P.labels[i])}</td><td>${P.scores[i].toFixed(2)}</td><td>${m[i].toFixed(3)}</td></tr>`).join('') + '</table>';
+  }
+  const top = Math.max(...m) || 1;
+  let rows = '';
+  for (let r = 0; r < P.side; r++) {
+    rows += '<tr>';
+    for (let c = 0; c < P.side; c++) {
+      const v = m[r * P.side + c];
+      rows += `<td style="background:rgba(255,120,0,${(v / top).toFixed(2)})">${(v * 100).toFixed(1)}</td>`;
+    }
+    rows += '</tr>';
+  }
+  return `<table class="grid14" data-step="${t}">${rows}</table>`;
+}
+
+function nextWords(P, t) {   // the words to branch with here; choosing one fills #alternative (viewer.js)
+  const box = document.querySelector('#alternatives .av-next-words'), chosen = document.querySelector('#alternative textarea');
+  if (box) box.innerHTML = (P.alternatives?.[t] || []).map((w) =>
+    `<button type="button" class="av-next" data-word="${esc(w)}">${esc(w)}</button>`).join('');
+  if (chosen && chosen.value) { chosen.value = ''; chosen.dispatchEvent(new Event('input', {bubbles: true})); }
+}
+
+function drawCoverage(t) {
+  const P = S.payload, c = coverCanvas(), f = S.frames.get('c' + t);
+  if (!P || !c || !f) return;
+  if (c.width !== P.width || c.height !== P.height) { c.width = P.width; c.height = P.height; }
+  const g = c.getContext('2d'), grid = P.kind !== 'regions';
+  g.putImageData(new ImageData(f.pixels, P.width, P.height), 0, 0);
+  const peak = grid ? Math.max(...coverage(P, t)) : f.dmax;
+  colourBar(g, P.width, P.height, COVER.colormap, 1.0, '0', peak.toFixed(2),
+    `summed attention, peak ${grid ? 'cell' : 'pixel'} ${peak.toFixed(2)}`);
+  c.dataset.shown = `${S.key}|${t}|${S.frameStyle}`;
+}
+
+// The word strip (the paper's figure): a tile per word, filled as its frame is made.
+const TILE = 160;
+function buildStrip(P) {
+  const box = document.querySelector('#strip .av-strip');
+  if (!box) return;
+  const th = Math.max(1, Math.round(TILE * P.height / P.width));
+  box.innerHTML = P.maps.map((m, t) => {
+    const peak = Math.max(...m), note = P.kind === 'regions' ? `top region ${peak.toFixed(2)}` : `peak cell ${pct(peak)}`;
+    return `<figure class="av-tile" data-t="${t}"><figcaption>${esc(P.tokens[t])}</figcaption>`
+      + `<canvas width="${TILE}" height="${th}"></canvas><div class="av-tile-note">${note}</div></figure>`;
+  }).join('');
+}
+
+function tile(t) {
+  const P = S.payload, f = S.frames.get(t), c = document.querySelector(`#strip .av-tile[data-t="${t}"] canvas`);
+  if (!P || !f || !c) return;
+  const src = S.tileSource || (S.tileSource = document.createElement('canvas'));
+  if (src.width !== P.width || src.height !== P.height) { src.width = P.width; src.height = P.height; }
+  src.getContext('2d').putImageData(new ImageData(f.pixels, P.width, P.height), 0, 0);
+  c.getContext('2d').drawImage(src, 0, 0, c.width, c.height);
 }
 
 // --- the inverse view: which words looked at the place under the pointer -------------------------
@@ -383,12 +506,22 @@ function load() {
     if (worker && P.kind === 'grid') worker.postMessage({photo: S.photo.data.buffer.slice(0), w: P.width, h: P.height});
     S.payload = P;
     root.classList.add('ready');
+    if (main) { buildStrip(P); watchCaption(); }
     draw();
     canvas.dataset.key = P.key;
     if (main) trigger('load');   // drawn: the server may now do what the caption's page can wait for
   });
 }
-S.show = (t) => { if (S.payload) { S.step = t; draw(); } };
+function watchCaption() {   // the caption re-rendered (the seen words): its selected word and tint again
+  const cap = document.querySelector('#caption');
+  if (S.captionWatch || !cap) return;
+  S.captionWatch = new MutationObserver(() => { if (S.payload) { markWord(S.step); tint(); } });
+  S.captionWatch.observe(cap, {childList: true, subtree: true});
+}
+S.show = (t) => {   // word t; nothing to do when it is on the canvas already (the slider's echo)
+  if (!S.payload || (t === S.step && canvas.dataset.shown?.startsWith(`${S.key}|${t}|`))) return;
+  S.step = t; draw();
+};
 S.showWord = (i) => { const f = S.payload?.word_firsts; if (f) S.show(f[Math.min(Math.max(i, 0), f.length - 1)]); };
 S.redraw = () => draw();
 watch('value', load);

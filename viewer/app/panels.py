@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import os
 
 import numpy as np
@@ -56,10 +55,12 @@ def step_label(trace: AttentionTrace, t: int) -> str:
     return f'{w.text} (token {t - w.first + 1} of {w.last - w.first + 1}: "{piece}")'
 
 
-def step_panel(ex: Exploration) -> str:
-    """HTML: the word, its probability, beta, entropy, and the top-k next words as bars."""
-    s = ex.trace.steps[ex.step]
-    facts = [f"<b>{html.escape(step_label(ex.trace, ex.step))}</b> at step {ex.step + 1} of {ex.n_steps}",
+def step_panel(ex: Exploration, t: int | None = None) -> str:
+    """HTML: step t's word (the selected one by default), its probability, beta, entropy, and the
+    top-k next words as bars. The page holds every step's (`Handlers._view`) and shows the word's."""
+    t = ex.step if t is None else t
+    s = ex.trace.steps[t]
+    facts = [f"<b>{html.escape(step_label(ex.trace, t))}</b> at step {t + 1} of {ex.n_steps}",
              f"p = {np.exp(s.logprob):.1%}", f"attention entropy {s.entropy:.2f} nats"]
     if s.beta is not None:
         facts.append(f"beta (gate) {s.beta:.2f}")
@@ -71,21 +72,6 @@ def step_panel(ex: Exploration) -> str:
         facts.append(f"the view shows <b>{html.escape(METHOD_LABELS[ex.method])}</b>, not attention")
     return (f'<div class="step-facts">{" &middot; ".join(facts)}</div>'
             + _bars("What the model could have said here", s.alternatives))
-
-
-def grid_numbers(ex: Exploration) -> str:
-    """HTML table of the raw grid attention (percent), or the region weights for region models."""
-    s = ex.trace.steps[ex.step]
-    if ex.trace.attends_to == AttendsTo.REGIONS:
-        order = np.argsort(-s.attention)
-        rows = "".join(f"<tr><td>{html.escape(ex.trace.region_labels[i])}</td><td>{ex.trace.region_scores[i]:.2f}</td>"
-                       f"<td>{s.attention[i]:.3f}</td></tr>" for i in order)
-        return f'<table class="regions"><tr><th>region</th><th>score</th><th>weight</th></tr>{rows}</table>'
-    g = ex.trace.grid(ex.step)
-    top = g.max()
-    cells = "".join("<tr>" + "".join(
-        f'<td style="background:rgba(255,120,0,{v / top:.2f})">{v * 100:.1f}</td>' for v in row) + "</tr>" for row in g)
-    return f'<table class="grid14">{cells}</table>'
 
 
 # --- diagnosis (grounding, sanity, occlusion) ------------------------------------------------------

@@ -19,7 +19,6 @@ import shutil
 import tempfile
 import threading
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -32,7 +31,7 @@ from ..analysis.triage import list_runs, read_run
 from ..engine.images import AttendsTo, Photo, cell_boxes, load_photo
 from ..paths import TRIAGE_DIR
 from ..engine.pipeline import Captioner, photo_key
-from ..engine.render import (paper_operator, render_cells, render_coverage, render_figure, render_gif, render_heads, render_step, render_strip)
+from ..engine.render import (paper_operator, render_cells, render_figure, render_gif, render_heads, render_step, render_strip)
 from ..engine.trace import AttentionTrace
 from ..engine.vision.boxes import CONTEXT
 from ..analysis.explain import Explanation, Pipeline, available_methods, explain, explained_trace
@@ -206,7 +205,6 @@ class Studio:
         self._dependences: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._computing: dict[tuple, threading.Lock] = {}   # keys being computed by `_once`
         self._lock = threading.Lock()
-        self._renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prerender")
         self.export_dir = tempfile.mkdtemp(prefix=VIEW_PREFIX)
         atexit.register(self.close)
 
@@ -216,7 +214,6 @@ class Studio:
 
     def close(self) -> None:
         """Remove every exported file (also run at interpreter exit)."""
-        self._renderer.shutdown(wait=False, cancel_futures=True)
         shutil.rmtree(self.export_dir, ignore_errors=True)
 
     def models(self) -> list[str]:
@@ -397,26 +394,18 @@ class Studio:
         data = jpeg(rgb)
         return self._write(hashlib.sha1(data).hexdigest() + ".jpg", data)
 
-    def view_path(self, ex: Exploration, style: Style, t: int, kind: str = "overlay") -> str:
-        """Where word t's overlay (or coverage) view of `ex`'s trace in `style` is, or will be once
-        drawn: named by what it shows, so it is known before it is drawn and shared by sessions."""
-        key = hashlib.sha1(repr((view_key(ex), t, style, kind)).encode()).hexdigest()
-        return os.path.join(self.view_dir, f"{kind}-{key}.jpg")
+    def view_path(self, ex: Exploration, style: Style, t: int) -> str:
+        """Where word t's overlay of `ex`'s trace in `style` is, or will be once drawn: named by what
+        it shows, so it is known before it is drawn and shared by sessions."""
+        key = hashlib.sha1(repr((view_key(ex), t, style)).encode()).hexdigest()
+        return os.path.join(self.view_dir, f"overlay-{key}.jpg")
 
-    def view(self, ex: Exploration, style: Style, t: int, kind: str = "overlay") -> str:
-        """The file of word t's overlay (or coverage) view, drawn on the first request only."""
-        path = self.view_path(ex, style, t, kind)
+    def view(self, ex: Exploration, style: Style, t: int) -> str:
+        """The file of word t's overlay drawn by the server (the steered view), drawn once."""
+        path = self.view_path(ex, style, t)
         if not os.path.exists(path):
-            one = replace(ex, beams=[ex.trace], beam=0)
-            self._write(os.path.basename(path),
-                        jpeg(overlay(one, style, t) if kind == "overlay" else coverage_image(one, style, t)))
+            self._write(os.path.basename(path), jpeg(overlay(replace(ex, beams=[ex.trace], beam=0), style, t)))
         return path
-
-    def prerender_coverage(self, ex: Exploration, style: Style) -> Future:
-        """Draw every word's coverage view in the background right after a decode (the page draws
-        the overlays itself, page_view.py), so that a step's reply only looks its coverage up."""
-        one = replace(ex, beams=[ex.trace], beam=0)
-        return self._renderer.submit(lambda: [self.view(one, style, t, "coverage") for t in range(one.n_steps)])
 
     def page_view(self, ex: Exploration, style: Style, title: str) -> dict | None:
         """The page view's payload of `ex` (page_view.view_payload), or None when the page already
@@ -510,7 +499,8 @@ def view_payload(ex: Exploration, title: str, head: tuple[int, int] | None, key:
     out = {"key": key, "title": title, "width": w, "height": h,
            "photo": "data:image/jpeg;base64," + base64.b64encode(photo_jpeg).decode(),
            "kind": "regions" if trace.attends_to == AttendsTo.REGIONS else "grid", "step": ex.step,
-           "first": first_steps(trace), "word_firsts": [w.first for w in trace.word_spans]}
+           "first": first_steps(trace), "word_firsts": [w.first for w in trace.word_spans],
+           "tokens": [t.strip() for t in shown_tokens(trace)]}
     if out["kind"] == "grid":
         side = trace.grid_side
         maps = [s.heads[head] if head is not None and s.heads is not None else s.attention for s in trace.steps]
@@ -550,10 +540,6 @@ def strip(ex: Exploration, style: Style) -> np.ndarray:
     return render_strip(ex.display, ex.shown, **style.as_kwargs())
 
 
-def coverage_image(ex: Exploration, style: Style, step: int | None = None) -> np.ndarray:
-    return render_coverage(ex.display, ex.shown, ex.step if step is None else step, style.upsampling)
-
-
 def all_heads(ex: Exploration, style: Style) -> np.ndarray:
     """Every layer's and head's map for the current word (multi-head models)."""
     return render_heads(ex.display, ex.trace, ex.step, **style.as_kwargs())
@@ -565,16 +551,17 @@ def figure(ex: Exploration, traces: list[AttentionTrace], style: Style) -> np.nd
 
 
 def caption_tokens(ex: Exploration) -> list[tuple[str, str | None]]:
-    """HighlightedText value: every step's token (a word's tokens side by side), the selected one
+    """HighlightedText value: every step's token (a word's tokens side by side), the branched ones
     marked, and, once measured, the words the photo barely mattered to: "guessed", or "said, not
-    seen" for a word naming an object (every token of the word; measured at its first token)."""
+    seen" for a word naming an object (every token of the word; measured at its first token). The
+    page marks the selected word itself (page_view.js), so stepping never resends the caption."""
     trace = ex.trace
     n_forced = len(ex.prefixes[-1]) if ex.prefixes else 0
     seen = ex.dependence.get(ex.tokens)
     out = []
     for t, shown in enumerate(shown_tokens(trace)):
         word = trace.word_at(t)
-        label = "selected" if t == ex.step else ("branched" if t < n_forced else None)
+        label = "branched" if t < n_forced else None
         if label is None and seen is not None and word.first < len(seen) and seen[word.first] < SEEN \
                 and word.text != "<end>":
             label = "said, not seen" if word_class(word.text) else "guessed"

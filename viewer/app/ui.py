@@ -102,35 +102,36 @@ class Handlers:
         ex.photo.name = os.path.basename(path)
         took = time.perf_counter() - start
         note = f"**{model_name}**: {len(ex.beams)} caption(s) in {took:.2f} s. Click a word, or use ← →."
-        # the trace goes to the page with the caption, which draws every word's view itself
-        st = _style(*style)
-        reply = self._step_reply(ex, 1, st, coverage=False)
-        return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *reply)
+        # the trace goes to the page with the caption, which draws every word's views itself
+        return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *self._step_reply(ex, 1, _style(*style)))
 
     def _trace_views(self, ex):
         return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
                 gr.Radio(choices=S.beam_choices(ex), value=ex.beam))
 
     @friendly
-    def show_step(self, ex, t, *style):
-        """Everything that changes with the word, in one reply: every event that moves the word
-        (slider, word click, arrow keys, play) calls this once; the page has drawn the view already."""
+    def show_trace(self, ex, t, *style):
+        """A new trace (a branch, back, reset, another beam) to the page at word t: the page then
+        steps through it, draws its panels and restyles it alone."""
         if ex is None:
-            return (gr.Slider(), None, None, "", None, "", gr.Radio(choices=[]))
+            return gr.Slider(), None, None
         return self._step_reply(ex, t, _style(*style))
 
     def _view(self, ex, st):
-        """The page view's new payload, or no update when the page holds this trace, map and head."""
+        """The page view's new payload, or no update when the page holds this trace, map and head.
+        Beside the maps it carries what the page shows for each word: the step panel, and the next
+        words to branch with."""
         payload = self.studio.page_view(ex, st, view_title(ex.method))
-        return gr.skip() if payload is None else payload
+        if payload is None:
+            return gr.skip()
+        payload["panels"] = [P.step_panel(ex, t) for t in range(ex.n_steps)]
+        payload["alternatives"] = [[w for w, _ in s.alternatives] for s in ex.trace.steps]
+        return payload
 
-    def _step_reply(self, ex, t, st, coverage=True):
+    def _step_reply(self, ex, t, st):
         ex.go_to(t)
-        words = [w for w, _ in ex.trace.steps[ex.step].alternatives]
         return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
-                self._view(ex, st), S.caption_tokens(ex), P.step_panel(ex),
-                self.studio.view(ex, st, ex.step, "coverage") if coverage else gr.skip(), P.grid_numbers(ex),
-                gr.Radio(choices=words, value=None))
+                self._view(ex, st), S.caption_tokens(ex))
 
     @friendly
     def after_decode(self, ex, *style):
@@ -147,20 +148,10 @@ class Handlers:
             gr.Radio(choices=methods, value=METHOD_LABELS[ex.method]), self._view(ex, st)
 
     @friendly
-    def after_drawn(self, ex, *style):
-        """Once the page shows a new trace: the server's own pictures of it, the coverage of the
-        selected word (the other words' drawn in the background) and the word strip."""
-        if ex is None:
-            return None, None
-        st = _style(*style)
-        self.studio.prerender_coverage(ex, st)
-        return self.studio.view(ex, st, ex.step, "coverage"), self.draw_strip(ex, *style)
-
-    @friendly
     def explain_with(self, ex, label, t, *style, progress=gr.Progress()):
         """Show another map for every word: computed once for the whole caption (occlusion runs the
         pipeline on dozens of blurred copies of the photo), then the page draws it like attention
-        (its coverage and word strip follow once drawn, `after_drawn`). Explanations are drawn
+        (its coverage and word strip too). Explanations are drawn
         stretched (their mass is spread wider than attention's, so on the absolute scale they look
         faint), attention on the absolute scale; Scale changes either."""
         if ex is None:
@@ -183,49 +174,20 @@ class Handlers:
         return S.caption_tokens(ex)
 
     @friendly
-    def draw_strip(self, ex, *style):
-        return None if ex is None else self.studio.image_file(S.strip(ex, _style(*style)))
-
-    @friendly
-    def show_heads(self, ex, *style):
+    def show_heads(self, ex, t, *style):
         if ex is None:
             raise gr.Error("Caption a photo first.")
+        ex.go_to(t)
         return self.studio.image_file(S.all_heads(ex, _style(*style)))
 
     @friendly
-    def restyle(self, ex, *style):
-        """What the server still draws in a style: the coverage and the word strip (the page redraws
-        the view itself), and the view's payload when the head changed."""
-        if ex is None:
-            return gr.skip(), None, None
-        st = _style(*style)
-        self.studio.prerender_coverage(ex, st)
-        return self._view(ex, st), self.studio.view(ex, st, ex.step, "coverage"), self.draw_strip(ex, *style)
-
-    def move(self, delta, ex, t, *style):
-        return self.show_step(ex, t + delta, *style)
-
-    def click_word(self, ex, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_,
-                   evt: gr.SelectData):
-        t = int(evt.index) if isinstance(evt.index, int) else int(evt.index[0])
-        if ex is not None and 0 <= t < ex.n_steps:
-            t = ex.trace.word_at(t).first      # a click on a word selects its first token
-        return self.show_step(ex, t + 1, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_)
+    def pick_head(self, ex, *style):
+        """Another head's maps (or their mean) for the page to draw: the one restyle the server hears of."""
+        return gr.skip() if ex is None else self._view(ex, _style(*style))
 
     @friendly
     def pick_model(self, key):
         return gr.Dropdown(value=S.model_for_key(self.models, key))
-
-    def tick(self, ex, t, *style):
-        if ex is None or t >= ex.n_steps:
-            return (*self.show_step(ex, t, *style), gr.Timer(active=False), False, gr.Button(value="▶ Play"))
-        return (*self.show_step(ex, t + 1, *style), gr.Timer(), True, gr.Button())
-
-    def toggle_play(self, ex, t, is_playing):
-        if ex is None or is_playing:
-            return gr.Timer(active=False), False, gr.Button(value="▶ Play"), gr.Slider()
-        start = 1 if t >= ex.n_steps else t
-        return gr.Timer(active=True), True, gr.Button(value="⏸ Pause"), gr.Slider(value=int(start))
 
     @friendly
     def branch(self, ex, t, word, *style):
@@ -253,6 +215,7 @@ class Handlers:
     def export(self, kind, ex, t, *style):
         if ex is None:
             raise gr.Error("Caption a photo first.")
+        ex.go_to(t)
         st = _style(*style)
         if kind == "json":
             path = self.studio.export_json(ex)
@@ -287,31 +250,35 @@ class Handlers:
         return P.score_html(ex.trace.caption, result, corpus="CIDEr" in result)
 
     @friendly
-    def diagnose(self, ex):
+    def diagnose(self, ex, t):
         if ex is None:
             raise gr.Error("Caption a photo first.")
+        ex.go_to(t)   # the word the page shows (its deletion curve)
         return P.diagnosis(self.studio, ex)
 
     @friendly
-    def trust(self, ex, *style, progress=gr.Progress()):
+    def trust(self, ex, t, *style, progress=gr.Progress()):
         if ex is None:
             raise gr.Error("Caption a photo first.")
+        ex.go_to(t)
         progress(0.05, desc="every method's maps, then the selected word's deletion curves")
         return P.trust_card(self.studio, ex, _style(*style))
 
     @friendly
-    def hide(self, ex):
+    def hide(self, ex, t):
         if ex is None:
             raise gr.Error("Caption a photo first.")
+        ex.go_to(t)
         return P.occlusion(self.studio, ex)
 
     @friendly
-    def click_photo(self, ex, mode, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_,
+    def click_photo(self, ex, t, mode, upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_,
                     evt: gr.SelectData):
         """Steer the selected word's attention to the clicked place, or hide that place."""
         style = (upsampling_, colormap_, opacity_, scale_, show_alpha_, hard_samples_, head_)
         if ex is None:
             raise gr.Error("Caption a photo first.")
+        ex.go_to(t)
         if evt is None or evt.index is None:
             return gr.HTML(), gr.Image()
         x, y = evt.index[:2]
@@ -392,10 +359,8 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
                 _compare_tab(c, models)
             with gr.Tab("Triage", id="triage"):
                 _triage_tab(c, studio)
-        c.timer = gr.Timer(0.9, active=False)
-        c.playing = gr.State(False)
         c.style = [c.upsampling, c.colormap, c.opacity, c.scale, c.show_alpha, c.hard_samples, c.head]
-        c.step_outputs = [c.step, c.view, c.caption, c.panel, c.coverage, c.numbers, c.alternative]
+        c.step_outputs = [c.step, c.view, c.caption]   # a new trace, or the server moved the word
         _wire_explore(c, h)
         _drawn(c, h)
         _wire_branching(c, h)
@@ -443,15 +408,15 @@ def _explore_stage(c, models: list[str], lecture: bool):
                                          "both when the photo is blurred away and when it is replaced by its mean "
                                          "colour; red: an object said, not seen)", elem_id="caption",
                                    combine_adjacent=False, show_legend=False, show_inline_category=False,
-                                   interactive=False, color_map={"selected": "#f59e0b", "branched": "#93c5fd",
+                                   interactive=False, color_map={"branched": "#93c5fd",
                                                                  "guessed": "#e2e8f0", "said, not seen": "#fca5a5"})
     c.view = AttentionView(elem_id="view")   # drawn in the page (page_view.js) from the trace
     with gr.Row(elem_id="controls", equal_height=True):
         c.prev_btn = gr.Button("◀ Previous", elem_id="prev", size="sm")
         c.play_btn = gr.Button("▶ Play", elem_id="play", size="sm")
         c.next_btn = gr.Button("Next ▶", elem_id="next", size="sm")
-        c.speed = gr.Slider(0.4, 3.0, value=0.9, step=0.1, label="Play: seconds per word",
-                          elem_id="speed", scale=2)
+        c.speed = gr.Slider(0.4, 3.0, value=0.9, step=0.1, label="Play: seconds per word",   # read by viewer.js
+                          elem_id="speed", scale=2, interactive=True)
         gr.Checkbox(lecture, label="Lecture mode", elem_id="lecture",   # toggled by viewer.js
                     interactive=True, scale=1, min_width=140)
     with gr.Row(elem_classes=["model-keys"]):   # clicked by the number keys (viewer.js)
@@ -470,13 +435,15 @@ def _explore_stage(c, models: list[str], lecture: bool):
 
 def _explore_panels(c):
     """Explore, under the view: the word's panel, branching, beams, Diagnose, heads, numbers, exports."""
+    # the page fills these from the trace as the word changes (page_view.js): no request per word
     with gr.Row(elem_classes=HIDDEN):
-        c.panel = gr.HTML(elem_id="panel")
-        c.coverage = gr.Image(label="Coverage: attention summed so far", height=220,
-                            interactive=False, elem_id="coverage")
+        c.panel = gr.HTML('<div class="av-panel"></div>', elem_id="panel")
+        c.coverage = gr.HTML('<div class="av-caption">Coverage: attention summed so far</div>'
+                             '<canvas class="av-coverage" width="4" height="3"></canvas>', elem_id="coverage")
     with gr.Accordion("Branch: choose another word here and let the model go on", open=False,
                       elem_classes=HIDDEN):
-        c.alternative = gr.Radio([], label="Next word", elem_id="alternative")
+        gr.HTML('<div class="av-caption">Next word</div><div class="av-next-words"></div>', elem_id="alternatives")
+        c.alternative = gr.Textbox(elem_id="alternative", elem_classes=["av-hidden"], show_label=False)   # the word chosen
         with gr.Row():
             c.branch_btn = gr.Button("Continue with this word", elem_id="branch")
             c.back_btn = gr.Button("Back", elem_id="back")
@@ -506,10 +473,9 @@ def _explore_panels(c):
             c.png_heads = gr.Button("PNG of all heads", size="sm", elem_id="export-heads")
         c.heads_view = gr.Image(show_label=False, elem_id="heads", interactive=False, format="png")
     with gr.Accordion("Raw attention numbers", open=False, elem_classes=HIDDEN):
-        c.numbers = gr.HTML(elem_id="numbers")
-    gr.Markdown("**Every word with its attention** (the paper's figure)", elem_classes=HIDDEN)
-    c.strip = gr.Image(show_label=False, elem_id="strip", interactive=False, format="png",
-                     elem_classes=HIDDEN)
+        gr.HTML('<div class="av-numbers"></div>', elem_id="numbers")
+    gr.Markdown("**Every word with its attention** (the paper's figure; click one to show it)", elem_classes=HIDDEN)
+    gr.HTML('<div class="av-strip"></div>', elem_id="strip", elem_classes=HIDDEN)
     with gr.Row(elem_classes=HIDDEN):
         c.png_view = gr.Button("PNG of this view", size="sm", elem_id="export-view")
         c.png_strip = gr.Button("PNG of the word strip", size="sm", elem_id="export-strip")
@@ -569,14 +535,13 @@ def _decoded(c, h: Handlers, event):
 
 
 def _drawn(c, h: Handlers):
-    """Once the page has drawn a new trace (the view's `load`): its coverage and word strip, then which
-    words it saw (a run of the pipeline). Started after the first overlay, so they do not compete with
-    it for a small machine's cores."""
-    drawn = c.view.load(h.after_drawn, [c.explored, *c.style], [c.coverage, c.strip], show_progress="hidden", **LIGHT)
-    drawn.success(h.seen_words, c.explored, c.caption, show_progress="hidden", **MODEL)
+    """Once the page has drawn a new trace (the view's `load`): which words it saw (a run of the
+    pipeline). Started after the first overlay, so it does not compete with it for a small machine's
+    cores."""
+    c.view.load(h.seen_words, c.explored, c.caption, show_progress="hidden", **MODEL)
 
 
-# Events that only read (a step, a style, a drawn strip) take no turn in the model's queue; the events
+# Events that only read (another head's maps, a beam, Compare's words) take no turn in the model's queue; the events
 # that run a model share one limit, so a second user's step never waits behind another's caption.
 LIGHT = {"concurrency_limit": None}
 MODEL = {"concurrency_id": "model", "concurrency_limit": 4}
@@ -589,33 +554,25 @@ STYLE_JS = ("(upsampling, colormap, opacity, scale, show_alpha, hard_samples) =>
 
 
 def _wire_explore(c, h: Handlers):
-    """Captioning (the button, the lecture number keys), stepping, playing and restyling."""
+    """Captioning (the button, the lecture number keys), explaining, and the head picker. Stepping
+    (word clicks, Previous/Next, the arrows, the slider, Play) and restyling happen in the page
+    (viewer.js, page_view.js) with no request: the slider keeps the word for the events that need it."""
     _caption_event(c, h, c.run.click)
     for key, btn in enumerate(c.model_keys, 1):   # lecture number keys: that model, on the same photo
         _caption_event(c, h, btn.click(functools.partial(h.pick_model, key), None, c.model).success)
-    word = [c.explored, c.step, *c.style]
-    c.speed.change(lambda s: gr.Timer(value=float(s)), c.speed, c.timer, show_progress="hidden")
-    c.step.input(h.show_step, word, c.step_outputs, show_progress="hidden", **LIGHT)
-    c.step.change(None, c.step, None, js=STEP_JS)   # the server moved the word (play, a new caption)
-    for control in c.style:   # the page redraws at once; Scale: on the user's input only for the server
-        if control is not c.head:   # (Explain with sets it and draws already)
+    c.step.change(None, c.step, None, js=STEP_JS)   # the server moved the word (a new caption, a branch)
+    for control in c.style:
+        if control is not c.head:   # (Explain with sets Scale and draws already)
             control.change(None, c.style, None, js=STYLE_JS)
-        listen = control.input if control is c.scale else control.change
-        listen(h.restyle, [c.explored, *c.style], [c.view, c.coverage, c.strip], show_progress="hidden", **LIGHT)
-    c.prev_btn.click(functools.partial(h.move, -1), word, c.step_outputs, show_progress="hidden", **LIGHT)
-    c.next_btn.click(functools.partial(h.move, +1), word, c.step_outputs, show_progress="hidden", **LIGHT)
-    c.caption.select(h.click_word, [c.explored, *c.style], c.step_outputs, show_progress="hidden", **LIGHT)
+    c.head.change(h.pick_head, [c.explored, *c.style], c.view, show_progress="hidden", **LIGHT)
     c.explain_with.input(h.explain_with, [c.explored, c.explain_with, c.step, *c.style],
                          [*c.step_outputs, c.scale], show_progress_on=c.view, **MODEL)
-    c.play_btn.click(h.toggle_play, [c.explored, c.step, c.playing], [c.timer, c.playing, c.play_btn, c.step], **LIGHT
-                     ).success(h.show_step, word, c.step_outputs, show_progress="hidden", **LIGHT)
-    c.timer.tick(h.tick, word, [*c.step_outputs, c.timer, c.playing, c.play_btn], show_progress="hidden", **LIGHT)
 
 
 def _wire_branching(c, h: Handlers):
     """Branch from a word, back, reset, and choosing a beam: each brings a new trace."""
     def then_show(event):
-        _decoded(c, h, event.success(h.show_step, [c.explored, c.step, *c.style], c.step_outputs,
+        _decoded(c, h, event.success(h.show_trace, [c.explored, c.step, *c.style], c.step_outputs,
                                      show_progress="hidden"))
     then_show(c.branch_btn.click(h.branch, [c.explored, c.step, c.alternative, *c.style], [c.explored, c.step, c.beams],
                                  **MODEL))
@@ -627,20 +584,20 @@ def _wire_branching(c, h: Handlers):
 
 def _wire_tools(c, h: Handlers, studio: S.Studio):
     """Heads, exports, triage, Diagnose, clicking the photo, Compare."""
-    c.heads_btn.click(h.show_heads, [c.explored, *c.style], c.heads_view)
+    c.heads_btn.click(h.show_heads, [c.explored, c.step, *c.style], c.heads_view)
     for btn, kind in ((c.png_view, "view"), (c.png_strip, "strip"), (c.png_heads, "heads"), (c.gif, "gif"),
                       (c.json_btn, "json")):
         btn.click(functools.partial(h.export, kind), [c.explored, c.step, *c.style], c.download)
     c.triage_run.change(h.load_triage, c.triage_run, [c.triage_rows, c.triage_table])
     c.triage_refresh.click(lambda: gr.Dropdown(choices=studio.triage_runs()), None, c.triage_run)
     _caption_event(c, h, c.triage_table.select(h.open_row, c.triage_rows, [c.photo, c.model, c.tabs]).success)
-    c.diagnose_btn.click(h.diagnose, c.explored, c.diagnosis, **MODEL)
-    c.trust_btn.click(h.trust, [c.explored, *c.style], c.trust, **MODEL)
+    c.diagnose_btn.click(h.diagnose, [c.explored, c.step], c.diagnosis, **MODEL)
+    c.trust_btn.click(h.trust, [c.explored, c.step, *c.style], c.trust, **MODEL)
     c.score_btn.click(h.score, [c.explored, c.references], c.scores)
     c.photo.change(lambda path: "\n".join(studio.references_for(path or "")), c.photo, c.references,
                    show_progress="hidden")
-    c.occlude_btn.click(h.hide, c.explored, c.occluded, **MODEL)
-    c.view.select(h.click_photo, [c.explored, c.click_mode, *c.style], [c.clicked, c.steered_view], **MODEL)
+    c.occlude_btn.click(h.hide, [c.explored, c.step], c.occluded, **MODEL)
+    c.view.select(h.click_photo, [c.explored, c.step, c.click_mode, *c.style], [c.clicked, c.steered_view], **MODEL)
     c.cmp_run.click(h.compare, [c.explored, c.cmp_models, c.cmp_mode, c.cmp_text, *c.style], [c.compared, c.cmp_step],
                     **MODEL)
     c.cmp_step.change(None, c.cmp_step, None, js=COMPARE_STEP_JS)

@@ -41,34 +41,50 @@ document.addEventListener('keydown', (e) => {
     e.preventDefault();
   });
 })();
-// Instant stepping: the view (page_view.js) holds every word's map and draws it in the page. A word
-// click, Previous/Next, an arrow key or the slider redraws it at once; the word slider stays the one
-// record of the word and tells the server (the step panel, coverage and numbers follow).
+// Instant stepping: the view (page_view.js) holds every word's map and panel and draws them in the
+// page. A word click, Previous/Next, an arrow key, the slider, a tile of the word strip and Play show
+// the word at once, with no request: the word slider stays the one record of the word, read by the
+// events that compute something for it (Diagnose, branching, steering, exports).
 (() => {
   const slider = () => document.querySelector('#step input[type=range]');
   const current = () => Number(slider()?.value || 1) - 1;
   const view = () => (window.__viewerMain?.payload ? window.__viewerMain : null);
   const steps = () => view()?.payload.maps.length || 0;
-  window.__viewerMove = (d) => {
-    const t = current() + d, s = slider();
+  const go = (t) => {   // show step t and record it in the slider (Gradio reads its value from 'input')
+    const s = slider();
     if (!view() || !s || t < 0 || t >= steps()) return false;
-    view().show(t);
-    s.value = String(t + 1);
-    s.dispatchEvent(new Event('input', {bubbles: true}));
+    if (s.value !== String(t + 1)) { s.value = String(t + 1); s.dispatchEvent(new Event('input', {bubbles: true})); }
+    view().show(t);   // (drawn already by the slider's input listener below, when it moved)
     return true;
   };
+  window.__viewerMove = (d) => go(current() + d);
+  // Play: one word every "seconds per word", from the first word when the last is shown; again: pause
+  let playing = null;
+  const label = (on) => { const b = document.querySelector('#play'); if (b) b.textContent = on ? '⏸ Pause' : '▶ Play'; };
+  const pause = () => { clearTimeout(playing); playing = null; label(false); };
+  const every = () => 1000 * Number(document.querySelector('#speed input[type=range]')?.value || 0.9);
+  const tick = () => { if (current() + 1 >= steps() || !go(current() + 1)) pause(); else playing = setTimeout(tick, every()); };
+  const choose = (button) => {   // a next word to branch with: marked, and put in the hidden #alternative
+    const box = document.querySelector('#alternative textarea');
+    document.querySelectorAll('#alternatives .av-next').forEach((b) => b.classList.toggle('chosen', b === button));
+    if (box) { box.value = button.dataset.word; box.dispatchEvent(new Event('input', {bubbles: true})); }
+  };
   document.addEventListener('click', (e) => {
-    const v = view();
-    if (!v) return;
-    const token = e.target.closest?.('#caption .token');
-    if (token) {   // the click's own event tells the server; a click on a word selects its first token
-      const i = [...document.querySelectorAll('#caption .token')].indexOf(token);
-      const t = v.payload.first[i] ?? i;
-      v.show(t);
-      if (slider()) slider().value = String(t + 1);
+    const at = (sel) => e.target.closest?.(sel);
+    if (at('#play')) {
+      if (playing !== null) pause();
+      else if (view()) { if (current() + 1 >= steps()) go(0); label(true); playing = setTimeout(tick, every()); }
+      return;
     }
-    else if (e.target.closest?.('#next') && current() + 1 < steps()) v.show(current() + 1);
-    else if (e.target.closest?.('#prev') && current() > 0) v.show(current() - 1);
+    if (!view()) return;
+    const token = at('#caption .token'), tile = at('#strip .av-tile'), next = at('#alternatives .av-next');
+    if (token) {   // a click on a word selects its first token
+      const i = [...document.querySelectorAll('#caption .token')].indexOf(token);
+      go(view().payload.first[i] ?? i);
+    } else if (tile) go(Number(tile.dataset.t));
+    else if (next) choose(next);
+    else if (at('#next')) go(current() + 1);
+    else if (at('#prev')) go(current() - 1);
   }, true);
   document.addEventListener('input', (e) => {
     if (e.target.closest?.('#step')) view()?.show(Number(e.target.value) - 1);

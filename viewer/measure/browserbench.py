@@ -4,7 +4,7 @@ For each model and a few photos: upload the photo, choose the model, click Capti
 from the click to the moment the main view (#view, drawn in the page: app/page_view.js) has drawn
 the new trace ("caption to first overlay"). Then step through the words: click words of the caption and
 press ArrowRight, each timed from the input event to the new word drawn; and let Play tick
-a few times, timed as the interval between consecutive overlays (the timer ticks every 0.9 s).
+a few times, timed as the interval between consecutive overlays (the page's timer ticks every 0.9 s).
 The first caption per model is a warm-up (model load) and is excluded from the statistics.
 With --explain METHOD, each caption is then explained: the click on that "Explain with" choice is
 timed to its first view (the whole caption's maps computed on the server), then a few words are
@@ -46,8 +46,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 NOTE = ("The first caption per model (model load) is a warm-up: it is reported as warmup_ms and excluded from "
         "the statistics. Caption and stepping times are measured in the page, from the input event (click / "
         "keydown) to the new word drawn on the #view canvas; play_interval is the time between consecutive "
-        "overlays while playing (timer: 0.9 s), play_slider_to_overlay from the slider moving to the overlay "
-        "drawn (the page draws the word the server's tick moved the slider to).")
+        "overlays while playing (the page's timer: 0.9 s), play_slider_to_overlay from the slider moving to the "
+        "overlay drawn (the page's own timer moves both; no request).")
 
 # How often Playwright asks the page whether a measurement is over. The time itself is taken by the
 # page's own event listeners, so this only sets how soon the next input follows. Polling on every
@@ -99,13 +99,17 @@ PAGE_PROBE = """
     if (a && a.t0 !== null && a.panel === null && records.some((r) => !inTracker(r.target))) a.panel = t;
   });
   if (panel) panelWatch.observe(panel, {subtree: true, childList: true, characterData: true});
-  new MutationObserver(() => {
+  // the slider moved: by the page (Play; its 'input' reaches window first, before the page draws the
+  // word) or by the server (its re-rendered attributes)
+  const moved = () => {
     const t = performance.now(), v = range();
     if (v === value) return;
     value = v;
     const a = B.armed;
     if (a && a.trigger === 'slider' && a.t0 === null) { a.t0 = t; a.value = v; }
-  }).observe(step, {subtree: true, childList: true, attributes: true});
+  };
+  window.addEventListener('input', (e) => { if (e.target.closest?.('#step')) moved(); }, true);
+  new MutationObserver(moved).observe(step, {subtree: true, childList: true, attributes: true});
   B.arm = (trigger) => {
     B.armed = {trigger, baseline: src(), t0: null, srcSet: null, loaded: null, panel: null, src: null, polled: false};
   };
