@@ -20,7 +20,7 @@ def test_browser_bench_records_caption_and_stepping(server):
     from viewer.measure.browserbench import run_browser_bench, table
     url, _ = server
     result = run_browser_bench(url, models=["sat-soft"], n_photos=1, clicks=1, arrows=1, ticks=1, timeout_s=20,
-                               caption_timeout_s=120, explain="gradcam")
+                               caption_timeout_s=120, explain="gradcam", pair=True)
     assert result["errors"] == []
     assert set(result["models"]) == {"sat-soft"} and "excluded" in result["note"]
     r = result["models"]["sat-soft"]
@@ -33,3 +33,6 @@ def test_browser_bench_records_caption_and_stepping(server):
     assert {s["kind"] for s in shown} >= {"caption", "click", "restyle", "explain", "explain-click"}
     assert all(s["ms"] > 0 and s["photo"] == "astronaut.jpg" for s in shown)
     assert "sat-soft" in table(result) and "explain (gradcam)" in table(result)
+    pair = result["two_browsers"]   # one browser steps while the other captions
+    assert pair["model"] == "sat-soft" and pair["a_alone"]["n"] == 10 and "two browsers" in table(result)
+    assert pair["a_alone"]["timeout"] == 0 and pair["a_while_b_captions"]["timeout"] == 0

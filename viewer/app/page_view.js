@@ -5,14 +5,18 @@
 // map), the colour bar, hard attention's cells, region boxes, the coverage. Steps and styles redraw
 // here; the Explore view also shows the rest of the word's page from the trace (the selected word,
 // its panel, the raw numbers, the next words, the coverage and the word strip). The server hears of
-// a click on the photo (steering, hiding) through the `select` event, and that a new trace is on
-// screen through `load` (the seen words follow it).
+// a click on the photo (steering, hiding) through the `select` event, and that every frame of a new
+// trace is made through `load` (the seen words follow it: a run of the model, kept off the cores
+// while the page makes the frames).
 const C = AV_CONSTANTS;
 const root = element.querySelector('.av');
 const canvas = element.querySelector('.av-canvas');
 const title = element.querySelector('.av-title');
 const ctx = canvas.getContext('2d');
-const S = {payload: null, key: null, photo: null, step: 0, frames: new Map(), frameStyle: null, busy: false, hover: null};
+const S = {payload: null, key: null, photo: null, step: 0, frames: new Map(), frameStyle: null, busy: false, hover: null,
+           tiles: new Set(), tileTask: null};
+// work that can wait for a free moment (the strip's tiles, warming up): a click or key goes first
+const idle = window.requestIdleCallback ? (f) => window.requestIdleCallback(f, {timeout: 1000}) : (f) => setTimeout(f, 1);
 const home = element.closest('#view, [id^="cmp-view-"]');
 const main = !!element.closest('#view');
 if (main) window.__viewerMain = S;   // the Explore view: the stepping keys drive it (viewer.js), its words are tinted
@@ -273,10 +277,10 @@ if (worker) worker.onmessage = (e) => {
   ahead();
 };
 
-function keep(id, frame) {   // a frame made: the strip's tile or the coverage it belongs to is drawn
+function keep(id, frame) {   // a frame made: the coverage it belongs to is drawn, its strip tile when idle
   S.frames.set(id, frame);
   if (!main) return;
-  if (typeof id === 'number') tile(id);
+  if (typeof id === 'number') { S.tiles.add(id); if (!S.tileTask) S.tileTask = idle(drawTiles); }
   else if (id === 'c' + S.step) drawCoverage(S.step);
 }
 
@@ -307,7 +311,10 @@ function ahead() {   // the next missing frame
   const P = S.payload, st = window.__viewerStyle;
   if (!P || S.busy || S.frameStyle !== frameKey(P, st)) return;
   const id = nextFrame(P);
-  if (id === undefined) return;
+  if (id === undefined) {   // every frame made: the server may now do what the caption's page can wait for
+    if (main && S.loaded !== S.key) { S.loaded = S.key; trigger('load'); }
+    return;
+  }
   const cover = typeof id === 'string', t = cover ? Number(id.slice(1)) : id;
   S.busy = true;
   if (P.kind === 'regions' || !worker) {
@@ -333,12 +340,12 @@ function draw() {
   const sk = frameKey(P, st);
   if (S.frameStyle !== sk) { S.frames = new Map(); S.frameStyle = sk; }
   if (P.kind === 'regions') {
-    if (!S.frames.has(t)) S.frames.set(t, regionFrame(P, t));
+    if (!S.frames.has(t)) keep(t, regionFrame(P, t));
     ctx.putImageData(new ImageData(S.frames.get(t).pixels, w, h), 0, 0);
   } else {
     const map = P.maps[t], hard = P.samples[t] !== null;
     if (st.show_alpha || !hard) {
-      if (!S.frames.has(t)) S.frames.set(t, gridFrame(P, t, st));
+      if (!S.frames.has(t)) keep(t, gridFrame(P, t, st));
       const f = S.frames.get(t), peak = Math.max(...map);
       ctx.putImageData(new ImageData(f.pixels, w, h), 0, 0);
       if (st.scale === 'absolute') colourBar(ctx, w, h, st.colormap, Math.pow(Math.min(f.dmax / C.full_weight, 1), C.gamma),
@@ -435,6 +442,25 @@ function buildStrip(P) {
   }).join('');
 }
 
+function drawTiles(deadline) {
+  S.tileTask = null;
+  for (const t of S.tiles) {
+    if (deadline?.timeRemaining && deadline.timeRemaining() < 5 && !deadline.didTimeout) break;
+    S.tiles.delete(t);
+    tile(t);
+  }
+  if (S.tiles.size) S.tileTask = idle(drawTiles);
+}
+
+function warmUp(P) {   // a small frame in every upsampling on the page's own thread, so that its first
+  // drawing of a word the worker has not made yet (a click the moment the caption shows) runs compiled code
+  if (S.warm || P.kind !== 'grid') return;
+  S.warm = true;
+  const w = 192, h = 128, img = {data: new Uint8ClampedArray(w * h * 4)};
+  for (const up of ['smooth', 'bilinear', 'blocky'])
+    for (const sc of ['absolute', 'stretch']) shade(img, brightness(density(P.maps[0], P.side, w, h, up, P.paper), sc), 'paper', 0.8, img);
+}
+
 function tile(t) {
   const P = S.payload, f = S.frames.get(t), c = document.querySelector(`#strip .av-tile[data-t="${t}"] canvas`);
   if (!P || !f || !c) return;
@@ -506,10 +532,10 @@ function load() {
     if (worker && P.kind === 'grid') worker.postMessage({photo: S.photo.data.buffer.slice(0), w: P.width, h: P.height});
     S.payload = P;
     root.classList.add('ready');
-    if (main) { buildStrip(P); watchCaption(); }
+    if (main) { buildStrip(P); watchCaption(); S.tiles.clear(); }
     draw();
+    idle(() => warmUp(P));
     canvas.dataset.key = P.key;
-    if (main) trigger('load');   // drawn: the server may now do what the caption's page can wait for
   });
 }
 function watchCaption() {   // the caption re-rendered (the seen words): its selected word and tint again

@@ -535,9 +535,9 @@ def _decoded(c, h: Handlers, event):
 
 
 def _drawn(c, h: Handlers):
-    """Once the page has drawn a new trace (the view's `load`): which words it saw (a run of the
-    pipeline). Started after the first overlay, so it does not compete with it for a small machine's
-    cores."""
+    """Once the page has made every word's frame of a new trace (the view's `load`): which words it
+    saw (a run of the pipeline). Started after them, so it does not compete with the first overlay
+    and the first steps for a small machine's cores."""
     c.view.load(h.seen_words, c.explored, c.caption, show_progress="hidden", **MODEL)
 
 

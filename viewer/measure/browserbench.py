@@ -8,10 +8,11 @@ a few times, timed as the interval between consecutive overlays (the page's time
 The first caption per model is a warm-up (model load) and is excluded from the statistics.
 With --explain METHOD, each caption is then explained: the click on that "Explain with" choice is
 timed to its first view (the whole caption's maps computed on the server), then a few words are
-clicked again, timed as stepping through the explanation's views.
+clicked again, timed as stepping through the explanation's views. With --pair, two browsers at once:
+one keeps clicking words while the other captions, its steps timed as when it is alone.
 
     python -m viewer.measure.loadtest --browser [--url http://127.0.0.1:7860/] [--models sat-soft updown]
-                              [--photos 3] [--out bench.json]
+                              [--photos 3] [--pair] [--out bench.json]
 
 Without --url the app is started as a subprocess on a free 127.0.0.1 port (shipped models, or
 --checkpoints DIR) and stopped at the end. Loopback only; chromium is kept off the network.
@@ -382,8 +383,9 @@ def run_browser_bench(url: str, models: list[str] | None = None, photos: list[st
                       clicks: int = 3, arrows: int = 3, ticks: int = 3, timeout_s: float = 10,
                       caption_timeout_s: float = 60, warmup_timeout_s: float = 300, fresh: bool = True,
                       viewport: tuple[int, int] = (1280, 800), chromium: str | None = None, log=None,
-                      explain: str | None = None) -> dict:
-    """Drive the app at `url` in headless chromium; returns per-model timings (see the module doc)."""
+                      explain: str | None = None, pair: bool = False) -> dict:
+    """Drive the app at `url` in headless chromium; returns per-model timings (see the module doc), and
+    with `pair` the two-browsers measurement of the first model (`two_browsers`)."""
     from playwright.sync_api import sync_playwright
 
     check_loopback(url)
@@ -414,6 +416,9 @@ def run_browser_bench(url: str, models: list[str] | None = None, photos: list[st
             for model in models:
                 result["models"][model] = _bench_model(page, model, photos, warm_photo, copies, clicks, arrows, ticks,
                                                        caption_timeout_s, warmup_timeout_s, log, explain)
+            if pair and models:
+                result["two_browsers"] = two_browsers(browser, url, models[0], photos, copies, viewport, timeout_s,
+                                                      caption_timeout_s, log)
             browser.close()
     finally:
         copies.close()
@@ -480,6 +485,39 @@ def _bench_model(page: Page, model: str, photos, warm_photo, copies, clicks, arr
     return out
 
 
+def two_browsers(browser, url: str, model: str, photos, copies, viewport, timeout_s: float, caption_timeout_s: float,
+                 log) -> dict:
+    """Two people at once: browser A keeps clicking between two words of its caption while browser B
+    captions each photo; A's steps are timed as usual, beside A's steps with B idle. (Both pages share
+    this machine's cores with the server, as two people on one laptop would not: the worst case.)"""
+    a, b = (Page(browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}).new_page(), url, timeout_s)
+            for _ in range(2))
+    for page in (a, b):
+        page.choose_model(model)
+    a.upload(copies(photos[0]))
+    a.caption(caption_timeout_s * 1000)
+    a.settle()
+    n = a.words()
+    words, clicked = ([1, n - 1] if n > 2 else [0, 1]), []
+
+    def steps(k):   # each click moves: the two words in turn
+        for _ in range(k):
+            clicked.append(a.click_word(words[len(clicked) % 2]))
+        return clicked[-k:]
+    alone, during = steps(10), []
+    for photo in photos * 2:   # fresh copies: each caption runs the encoder
+        b.upload(copies(photo))
+        b.settle(300)
+        b.page.evaluate("t => window.__bench.arm(t)", "input")
+        b.page.locator("#run").click()
+        deadline = time.perf_counter() + caption_timeout_s
+        while b.page.evaluate("g => window.__bench.check(g)", b.grace_ms) is None and time.perf_counter() < deadline:
+            during += steps(1)
+    out = {"model": model, "a_alone": _stats(alone), "a_while_b_captions": _stats(during)}
+    log(f"two browsers ({model}): A's steps alone {out['a_alone']}, while B captions {out['a_while_b_captions']}")
+    return out
+
+
 def _step_through(page: Page, add, clicks: int, arrows: int, ticks: int) -> None:
     """Click words (last to second), then ArrowRight, then the three upsamplings, then a few play ticks."""
     n = page.words()
@@ -516,6 +554,10 @@ def table(result: dict) -> str:
         split = " / ".join(_f(r.get(k, {}).get("p50_ms")) for k in ("caption_server", "caption_trace_received"))
         rows.append(f"{model:<10} {warm:>9}  {cell(r['caption_to_first_overlay']):<38} {split:<30} "
                     f"{cell(r['stepping']):<28} {cell(r.get('restyle')):<24} {cell(r.get('play_interval'))}")
+    if "two_browsers" in result:
+        pair = result["two_browsers"]
+        rows.append(f"two browsers ({pair['model']}): A's steps p50/p90 ms alone {cell(pair['a_alone'])}, "
+                    f"while B captions {cell(pair['a_while_b_captions'])}")
     explained = {m: r for m, r in result["models"].items() if "explain_to_first_view" in r}
     if explained:
         rows.append(f"{'model':<10} {'explain (' + str(result['settings']['explain']) + ') -> first view p50/p90 ms':<48} "
@@ -548,6 +590,8 @@ def main(argv=None) -> int:
     parser.add_argument("--viewport", default="1280x800", help="browser window, WIDTHxHEIGHT")
     parser.add_argument("--explain", metavar="METHOD", help="also time Explain with METHOD (occlusion, gradcam, "
                         "relevancy) on each caption, and stepping through its views")
+    parser.add_argument("--pair", action="store_true", help="also time two browsers at once: one steps through its "
+                        "words while the other captions (the first model)")
     parser.add_argument("--checkpoints", help="when starting the app: its --checkpoints folder")
     parser.add_argument("--device", help="when starting the app: cpu or cuda")
     parser.add_argument("--out", help="also write the JSON here")
@@ -567,7 +611,7 @@ def main(argv=None) -> int:
             url = app.url
         result = run_browser_bench(url, args.models, args.photo_files, args.photos, args.clicks, args.arrows,
                                    args.ticks, args.timeout, args.caption_timeout, fresh=not args.reuse_photos,
-                                   viewport=(width, height), log=log, explain=args.explain)
+                                   viewport=(width, height), log=log, explain=args.explain, pair=args.pair)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
