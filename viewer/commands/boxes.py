@@ -68,12 +68,7 @@ def write(result: dict, out: str, fingerprint: dict | None = None) -> dict:
 
 
 def run(args) -> int:
-    batch = job(args)
-    records = options.run_batch(batch, args)
-    if records is None:
-        return 0
-    result = reduce(batch.fingerprint, records)
-    if args.out:
-        write(result, args.out)
-    print(json.dumps(result) if args.json else text(result))
+    result = options.reported(job(args), args, reduce, write)
+    if result is not None:
+        print(json.dumps(result) if args.json else text(result))
     return 0

@@ -166,13 +166,9 @@ def write(records: list[dict], out: str, fingerprint: dict | None = None) -> dic
 
 
 def run(args) -> int:
-    batch = job(args)
-    records = options.run_batch(batch, args)
+    records = options.reported(job(args), args, reduce, write)
     if records is None:
         return 0
-    records = reduce(batch.fingerprint, records)
-    if args.out:
-        write(records, args.out)
     status = 0
     for r in records:
         if "error" in r:

@@ -99,3 +99,15 @@ def run_batch(job, args) -> list[dict] | None:
     log(f"shard {args.shard}: {len(records)} records in {args.out}" + (f" ({errors} failed)" if errors else "")
         + "; write the report with `python -m viewer merge DIR...` over every shard's folder")
     return None
+
+
+def reported(job, args, reduce, write):
+    """The report (`reduce`) of the job's records through the chosen engine, written to --out with
+    `write` when given; None for a shard, which reports nothing."""
+    records = run_batch(job, args)
+    if records is None:
+        return None
+    result = reduce(job.fingerprint, records)
+    if args.out:
+        write(result, args.out)
+    return result
