@@ -58,11 +58,26 @@ def _reports(folder: str, command: str):
     return open(os.path.join(folder, "traces.jsonl")).read()
 
 
-def _commands(tiny_data, cache_dir):
+@pytest.fixture(scope="module")
+def coco_data(tiny_data, tmp_path_factory) -> str:
+    """The six photos with a small captions_val2014.json (COCO's layout: images with ids, annotations by
+    image id): the split "dev". `evaluate` reads it, `triage` the Flickr8k layout."""
+    from conftest import CAPTIONS
+    folder = tmp_path_factory.mktemp("coco")
+    images, annotations = [], []
+    for n, (name, caps) in enumerate(CAPTIONS.items()):
+        shutil.copy(os.path.join(tiny_data, "images", name), folder / name)
+        images.append({"id": 100 + n, "file_name": name, "width": 0, "height": 0})
+        annotations += [{"id": 1000 + 10 * n + j, "image_id": 100 + n, "caption": c} for j, c in enumerate(caps)]
+    (folder / "captions_val2014.json").write_text(json.dumps({"images": images, "annotations": annotations}))
+    return str(folder)
+
+
+def _commands(tiny_data, coco_data, cache_dir):
     boxes = os.path.join(HERE, "data", "user_boxes.json")
     images = os.path.join(tiny_data, "images")
     return {
-        "evaluate": ["evaluate", "--model", "sat-soft", "--data", tiny_data, "--split", "train", "--cache", cache_dir,
+        "evaluate": ["evaluate", "--model", "sat-soft", "--data", coco_data, "--split", "dev", "--cache", cache_dir,
                      "--beam", "2", "--faithfulness", "--explain", "occlusion", "--imputers", "blur",
                      "--explain-photos", "1", "--explain-sanity", "0", "--chunk", "2"],
         "boxes": ["evaluate", "--model", "updown", "--boxes", boxes],
@@ -72,9 +87,10 @@ def _commands(tiny_data, cache_dir):
 
 
 @pytest.mark.parametrize("command", ["evaluate", "boxes", "triage", "caption"])
-def test_local_ray_and_merged_shards_give_the_same_report(command, ray_session, tiny_checkpoints, tiny_data,
+def test_local_ray_and_merged_shards_give_the_same_report(command, ray_session, tiny_checkpoints, tiny_data, coco_data,
                                                           cache_dir, tmp_path, capsys):
-    argv = ["--checkpoints", tiny_checkpoints] + _commands(tiny_data, cache_dir)[command]
+    """Every dataset command, each engine, the same report; evaluate reads a COCO captions file."""
+    argv = ["--checkpoints", tiny_checkpoints] + _commands(tiny_data, coco_data, cache_dir)[command]
     local, on_ray, shards = (str(tmp_path / n) for n in ("local", "ray", "shards"))
     one_thread = ["--cpus-per-worker", "1"]   # as the Ray actor: float sums differ in their last bits across thread counts
     _run(capsys, *argv, "--out", local, *one_thread)
@@ -96,9 +112,9 @@ def test_local_ray_and_merged_shards_give_the_same_report(command, ray_session, 
         assert report["failed_photos"] == []
 
 
-def test_a_killed_run_resumes_with_nothing_lost_or_computed_twice(tiny_checkpoints, tiny_data, cache_dir, tmp_path,
-                                                                  capsys):
-    argv = ["--checkpoints", tiny_checkpoints] + _commands(tiny_data, cache_dir)["triage"]
+def test_a_killed_run_resumes_with_nothing_lost_or_computed_twice(tiny_checkpoints, tiny_data, coco_data, cache_dir,
+                                                                  tmp_path, capsys):
+    argv = ["--checkpoints", tiny_checkpoints] + _commands(tiny_data, coco_data, cache_dir)["triage"]
     whole, cut = str(tmp_path / "whole"), str(tmp_path / "cut")
     _run(capsys, *argv, "--out", whole)
     lines = open(os.path.join(whole, "records.jsonl")).read().splitlines(keepends=True)
@@ -128,37 +144,14 @@ def test_resuming_computes_only_the_missing_photos(tmp_path):
     assert [r["value"] for r in records] == [2 * i for i in range(6)] and fingerprint["command"] == "toy"
 
 
-def test_the_fingerprint_refuses_to_mix_settings(tiny_checkpoints, tiny_data, cache_dir, tmp_path, capsys):
-    argv = ["--checkpoints", tiny_checkpoints] + _commands(tiny_data, cache_dir)["caption"] + ["--out", str(tmp_path)]
+def test_the_fingerprint_refuses_to_mix_settings(tiny_checkpoints, tiny_data, coco_data, cache_dir, tmp_path, capsys):
+    argv = ["--checkpoints", tiny_checkpoints] + _commands(tiny_data, coco_data, cache_dir)["caption"] + ["--out",
+                                                                                                       str(tmp_path)]
     _run(capsys, *argv)
     assert cli(argv + ["--greedy"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "other settings" in err and err.count("\n") == 1
     assert cli(["merge", str(tmp_path / "nothing")]) == 2 and "no such folder" in capsys.readouterr().err
-
-
-def test_a_coco_captions_file_runs_through_every_engine(ray_session, tiny_checkpoints, tiny_data, cache_dir, tmp_path,
-                                                        capsys):
-    """A small captions_val2014.json (COCO's layout: images with ids, annotations by image id) is a split "dev"."""
-    from conftest import CAPTIONS
-    folder = tmp_path / "coco"
-    os.makedirs(folder)
-    images, annotations = [], []
-    for n, (name, caps) in enumerate(CAPTIONS.items()):
-        shutil.copy(os.path.join(tiny_data, "images", name), folder / name)
-        images.append({"id": 100 + n, "file_name": name, "width": 0, "height": 0})
-        annotations += [{"id": 1000 + 10 * n + j, "image_id": 100 + n, "caption": c} for j, c in enumerate(caps)]
-    (folder / "captions_val2014.json").write_text(json.dumps({"images": images, "annotations": annotations}))
-    argv = ["--checkpoints", tiny_checkpoints, "evaluate", "--model", "updown", "--data", str(folder), "--split", "dev",
-            "--cache", cache_dir, "--chunk", "3"]
-    outs = [str(tmp_path / n) for n in ("local", "ray", "shards")]
-    _run(capsys, *argv, "--out", outs[0], "--cpus-per-worker", "1")
-    _run(capsys, *argv, "--out", outs[1], "--engine", "ray")
-    for i in (1, 2):
-        _run(capsys, *argv, "--out", outs[2], "--shard", f"{i}/2", "--cpus-per-worker", "1")
-    _run(capsys, "merge", outs[2])
-    reports = [_reports(o, "evaluate") for o in outs]
-    assert reports[0][0]["images"] == len(CAPTIONS) and reports[1] == reports[0] and reports[2] == reports[0]
 
 
 # A toy job: the engine is generic, and faults are cheapest to inject where no model loads.
