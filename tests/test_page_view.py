@@ -78,26 +78,35 @@ def _restyle(page, style: S.Style):
     page.locator("#scale").get_by_text(style.scale, exact=True).click()
 
 
+def _captioned_with(browser, url: str, model: str, requests: list | None = None):
+    """A page of the app that has captioned coffee.jpg with `model` (its requests noted in `requests`)."""
+    from playwright.sync_api import expect
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    if requests is not None:
+        page.on("request", lambda r: requests.append(r.url))
+    page.set_default_timeout(90_000)
+    page.goto(url)
+    page.locator("#model input").click()
+    page.locator(f'[role=option][aria-label="{model}"]').click()
+    page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
+    page.wait_for_timeout(1500)
+    page.locator("#run").click()
+    expect(page.locator("#status")).to_contain_text("caption", timeout=90_000)
+    return page
+
+
 @pytest.mark.parametrize("model", ["sat-soft", "sat-hard", "updown"])
 def test_the_canvas_matches_render_py(server, model):
     """The canvas's pixels against render.py's view of the same step and style (server.py's oracle),
     and the coverage's against render.py's coverage."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import sync_playwright
 
     from viewer.engine.render import render_coverage
     url, studio = server
     styles = [S.Style(), S.Style("bilinear", "jet", 0.8, "absolute"), S.Style("blocky", "gray", 0.8, "stretch")]
     with sync_playwright() as p:
         browser = _browser(p)
-        page = browser.new_page(viewport={"width": 1500, "height": 1100})
-        page.set_default_timeout(90_000)
-        page.goto(url)
-        page.locator("#model input").click()
-        page.locator(f'[role=option][aria-label="{model}"]').click()
-        page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
-        page.wait_for_timeout(1500)
-        page.locator("#run").click()
-        expect(page.locator("#status")).to_contain_text("caption", timeout=90_000)
+        page = _captioned_with(browser, url, model)
         ex = studio.explore(os.path.join(ASSETS, "coffee.jpg"), model, DecodeSettings(beam_size=3))
         page.locator("#caption .token").nth(1).click()          # a word other than the first
         for style in styles if model != "updown" else styles[:1]:
@@ -173,15 +182,8 @@ def test_stepping_playing_and_restyling_make_no_request(server):
     url, studio = server
     with sync_playwright() as p:
         browser = _browser(p)
-        page = browser.new_page(viewport={"width": 1500, "height": 1100})
         requests = []
-        page.on("request", lambda r: requests.append(r.url))
-        page.set_default_timeout(90_000)
-        page.goto(url)
-        page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
-        page.wait_for_timeout(1500)
-        page.locator("#run").click()
-        expect(page.locator("#status")).to_contain_text("caption", timeout=90_000)
+        page = _captioned_with(browser, url, "sat-soft", requests)
         _canvas(page)
         page.get_by_text("Raw attention numbers").click()
         page.get_by_text("Branch: choose another word").click()
@@ -232,4 +234,41 @@ def test_stepping_playing_and_restyling_make_no_request(server):
         page.locator(f'#alternatives .av-next[data-word="{alt}"]').click()
         page.locator("#branch").click()
         page.wait_for_function("w => document.querySelectorAll('#caption .token')[1]?.innerText.trim() === w", arg=alt)
+        browser.close()
+
+
+def test_the_heads_grid_is_drawn_in_the_page_with_each_heads_weight_under_the_pointer(server):
+    """The transformer's heads, fetched once: a tile per layer and head, each naming the head's weight
+    at the cell under the pointer; the next word's heads follow an arrow key with no request."""
+    from playwright.sync_api import expect, sync_playwright
+    url, studio = server
+    with sync_playwright() as p:
+        browser = _browser(p)
+        requests = []
+        page = _captioned_with(browser, url, "transformer", requests)
+        ex = studio.explore(os.path.join(ASSETS, "coffee.jpg"), "transformer", DecodeSettings(beam_size=3))
+        trace = ex.trace
+        layers, heads = trace.steps[0].heads.shape[:2]
+        page.get_by_text("All heads of this word").click()
+        page.locator("#caption .token").nth(1).click()
+        page.locator("#heads-show").click()
+        tiles = page.locator("#heads td.av-head")
+        expect(tiles).to_have_count(layers * heads)
+        expect(page.locator("#heads .av-caption")).to_contain_text("word 2")
+        _quiet(page, requests)
+        before = len(requests)
+        row, col = 4, 9
+        page.locator("#view canvas").scroll_into_view_if_needed()   # (the heads' button is further down)
+        box = page.evaluate("() => window.__viewerMain.picture()")
+        page.mouse.move(box["left"] + (col + 0.5) / trace.grid_side * box["width"],
+                        box["top"] + (row + 0.5) / trace.grid_side * box["height"])
+        cell = row * trace.grid_side + col
+        looked = "() => [...document.querySelectorAll('#heads td.av-head')].map(t => Number(t.dataset.looked))"
+        for t in (1, 2):
+            want = np.asarray(trace.steps[t].heads, np.float64)[:, :, cell].ravel()
+            page.wait_for_function(f"w => ({looked})().every((v, i) => Math.abs(v - w[i]) < 1e-4)", arg=want.tolist())
+            if t == 1:
+                page.keyboard.press("ArrowRight")   # the next word's heads, drawn from what the page holds
+        expect(page.locator("#heads .av-caption")).to_contain_text("word 3")
+        assert requests[before:] == []
         browser.close()

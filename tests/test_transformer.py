@@ -80,6 +80,21 @@ def test_the_app_shows_the_picked_head(studio_transformer, photo):
     assert len(rows) and cols.max() - cols.min() < panel.shape[1] / 4 and rows.max() - rows.min() < panel.shape[0] / 2
 
 
+
+def test_the_heads_grid_gets_every_words_heads_or_only_the_selected_ones(studio_transformer, photo, monkeypatch):
+    ex = studio_transformer.explore(photo, "transformer", DecodeSettings(strategy="greedy"))
+    ex.step = 2
+    got = S.heads_payload(ex)
+    assert (got["layers"], got["heads"], got["side"]) == (2, 4, 14) and sorted(got["steps"], key=int) == \
+        [str(t) for t in range(ex.n_steps)]   # few: every word's, so the page's grid follows the word
+    for t, maps in got["steps"].items():
+        assert np.allclose(maps, ex.trace.steps[int(t)].heads, atol=1e-5)
+    monkeypatch.setattr(S, "HEADS_SENT", 10)   # many (a BLIP trace): the selected word's only
+    assert list(S.heads_payload(ex)["steps"]) == ["2"]
+    soft = studio_transformer.explore(photo, "sat-soft", DecodeSettings(strategy="greedy"))
+    assert S.heads_payload(soft) is None
+
+
 def test_per_head_grounding(tiny_data, tiny_corpus, tiny_checkpoints):
     from viewer.engine import checkpoints
     from viewer.data.datasets import load_dataset

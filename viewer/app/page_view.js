@@ -381,6 +381,7 @@ function followStep(t) {
     if (numbers) numbers.innerHTML = numbersTable(P, t);
     nextWords(P, t);
     if (S.frames.has('c' + t)) drawCoverage(t);
+    drawHeads();
     document.querySelectorAll('#strip .av-tile').forEach((el) => el.classList.toggle('av-selected', Number(el.dataset.t) === t));
   }, 0);
 }
@@ -427,6 +428,72 @@ function drawCoverage(t) {
   colourBar(g, P.width, P.height, COVER.colormap, 1.0, '0', peak.toFixed(2),
     `summed attention, peak ${grid ? 'cell' : 'pixel'} ${peak.toFixed(2)}`);
   c.dataset.shown = `${S.key}|${t}|${S.frameStyle}`;
+}
+
+// The heads grid (layers as rows, heads as columns, as render.py's render_heads): each head's map of
+// the selected word over a small copy of the photo, in the current style, and under each the head's
+// weight where the pointer rests on the photo. The server sends the heads once (Handlers.show_heads):
+// every word's, or only the word asked for when they are many.
+S.drawHeads = (heads) => { S.heads = heads; S.headsDrawn = null; drawHeads(); };
+const HEAD_TILE = 130;
+
+function smallPhoto(w, h) {   // the photo at a tile's size (the browser's downscaling; render.py's is INTER_AREA)
+  if (S.small?.key === S.key && S.small.w === w) return S.small.img;
+  const full = document.createElement('canvas'), off = document.createElement('canvas');
+  full.width = S.photo.width; full.height = S.photo.height;
+  full.getContext('2d').putImageData(S.photo, 0, 0);
+  off.width = w; off.height = h;
+  const g = off.getContext('2d', {willReadFrequently: true});
+  g.drawImage(full, 0, 0, w, h);
+  S.small = {key: S.key, w, img: g.getImageData(0, 0, w, h)};
+  return S.small.img;
+}
+
+function drawHeads() {
+  const box = document.querySelector('#heads .av-heads'), P = S.payload, H = S.heads, st = window.__viewerStyle;
+  if (!box || !P || !H || P.kind !== 'grid') return;
+  const drawn = `${S.key}|${S.step}|${styleKey(st)}`;
+  if (S.headsDrawn === drawn) return;
+  S.headsDrawn = drawn;
+  const maps = H.steps[String(S.step)];
+  if (H.key !== S.key || !maps) {
+    box.innerHTML = `<div class="av-caption">${H.key !== S.key ? 'These heads belong to another view'
+      : `Heads of word ${Number(Object.keys(H.steps)[0]) + 1} only`}: press the button again for this word.</div>`;
+    return;
+  }
+  const w = HEAD_TILE, h = Math.max(1, Math.round(w * P.height / P.width)), photo = smallPhoto(w, h);
+  let html = '<table class="av-heads-grid"><tr><th></th>';
+  for (let j = 0; j < H.heads; j++) html += `<th>head ${j + 1}</th>`;
+  html += '</tr>';
+  for (let i = 0; i < H.layers; i++) {
+    html += `<tr><th>layer ${i + 1}</th>`;
+    for (let j = 0; j < H.heads; j++)
+      html += `<td class="av-head" data-layer="${i}" data-head="${j}"><canvas width="${w}" height="${h}"></canvas>`
+        + `<div class="av-tile-note">peak ${pct(Math.max(...maps[i][j]))}</div><div class="av-tile-note av-here"></div></td>`;
+    html += '</tr>';
+  }
+  box.innerHTML = html + `</table><div class="av-caption">word ${S.step + 1}: ${esc(P.tokens[S.step])}</div>`;
+  box.querySelectorAll('td.av-head').forEach((td) => {
+    const m = maps[Number(td.dataset.layer)][Number(td.dataset.head)], c = td.querySelector('canvas');
+    const img = c.getContext('2d').createImageData(w, h);
+    shade(photo, brightness(density(m, P.side, w, h, st.upsampling, P.paper), st.scale), st.colormap, Number(st.opacity), img);
+    c.getContext('2d').putImageData(img, 0, 0);
+  });
+  tintHeads();
+}
+
+function tintHeads() {   // each head's weight at the cell under the pointer
+  const H = S.heads, P = S.payload, maps = H && P && H.key === S.key ? H.steps[String(S.step)] : null;
+  if (!maps) return;
+  const cell = S.hover && P.kind === 'grid' ? P.cells.findIndex((b) => b[0] <= S.hover[0] && S.hover[0] < b[2]
+    && b[1] <= S.hover[1] && S.hover[1] < b[3]) : -1;
+  document.querySelectorAll('#heads td.av-head').forEach((td) => {
+    const here = td.querySelector('.av-here');
+    if (cell < 0) { here.textContent = ''; delete td.dataset.looked; return; }
+    const v = maps[Number(td.dataset.layer)][Number(td.dataset.head)][cell];
+    td.dataset.looked = String(v);
+    here.textContent = `here ${pct(v)}`;
+  });
 }
 
 // The word strip (the paper's figure): a tile per word, filled as its frame is made.
@@ -482,6 +549,7 @@ function lookedAt(P, x, y) {
 
 function tint() {
   if (!main) return;
+  tintHeads();
   const P = S.payload, tokens = document.querySelectorAll('#caption .token');
   const values = S.hover && P ? lookedAt(P, S.hover[0], S.hover[1]) : null;
   const top = values ? Math.max(...P.first.map((f) => values[f]), 1e-12) : 1;

@@ -41,6 +41,7 @@ STRATEGY_LABELS = {"Beam search": "beam", "Greedy": "greedy", "Sampling": "sampl
 
 
 MEAN_HEADS = "mean of the last layer's heads"
+HEADS_SENT = 250_000   # the heads grid gets every word's heads up to this many numbers, else the selected word's
 HARD_DRAWS = 20   # hard attention: cells drawn from alpha, sent to the page once; it shows the first N (a style)
 VIEW_SIDE = 1280   # views are drawn at most this large: sharp on a 1080p projector, quick to encode and send
 MIN_VIEW_SIDE = 960  # and at least this large: the browser maps a click to image pixels only if the
@@ -386,14 +387,6 @@ class Studio:
                         os.remove(os.path.join(folder, old))
         return path
 
-    def image_file(self, rgb: np.ndarray | None) -> str | None:
-        """A rendered picture as a JPEG file named by its content (a 1280-pixel view is about 10x
-        smaller than a PNG and quicker to encode, which is most of what showing one costs)."""
-        if rgb is None:
-            return None
-        data = jpeg(rgb)
-        return self._write(hashlib.sha1(data).hexdigest() + ".jpg", data)
-
     def view_path(self, ex: Exploration, style: Style, t: int) -> str:
         """Where word t's overlay of `ex`'s trace in `style` is, or will be once drawn: named by what
         it shows, so it is known before it is drawn and shared by sessions."""
@@ -515,6 +508,19 @@ def view_payload(ex: Exploration, title: str, head: tuple[int, int] | None, key:
                    context=[lab in CONTEXT for lab in trace.region_labels],
                    scores=_rounded(trace.region_scores, 4), maps=[_rounded(s.attention) for s in trace.steps])
     return out
+
+
+def heads_payload(ex: Exploration) -> dict | None:
+    """Every layer's and head's map (layers x heads x cells) for the page's heads grid, drawn there
+    over the view it holds (`key`): every word's when they are few, so the grid follows the word with
+    no request, else the selected word's (a BLIP trace's heads are megabytes). None: no heads."""
+    trace = ex.trace
+    if not trace.steps or trace.steps[0].heads is None:
+        return None
+    every = trace.steps[0].heads.size * len(trace.steps) <= HEADS_SENT
+    layers, heads = trace.steps[0].heads.shape[:2]
+    return {"key": ex.sent_view, "side": trace.grid_side, "layers": layers, "heads": heads,
+            "steps": {str(t): _rounded(trace.steps[t].heads, 5) for t in (range(ex.n_steps) if every else [ex.step])}}
 
 
 def overlay(ex: Exploration, style: Style, step: int | None = None) -> np.ndarray:

@@ -174,11 +174,16 @@ class Handlers:
         return S.caption_tokens(ex)
 
     @friendly
-    def show_heads(self, ex, t, *style):
+    def show_heads(self, ex, t):
+        """Every head's maps for the page to draw (`heads_payload`): the grid, and each head's weight
+        where the pointer rests on the photo, are drawn there."""
         if ex is None:
             raise gr.Error("Caption a photo first.")
         ex.go_to(t)
-        return self.studio.image_file(S.all_heads(ex, _style(*style)))
+        heads = S.heads_payload(ex)
+        if heads is None:
+            raise gr.Error(f"{ex.model} has one attention map per word, not heads.")
+        return heads
 
     @friendly
     def pick_head(self, ex, *style):
@@ -471,7 +476,8 @@ def _explore_panels(c):
             c.heads_btn = gr.Button("Show every layer and head for the selected word", size="sm",
                                   elem_id="heads-show")
             c.png_heads = gr.Button("PNG of all heads", size="sm", elem_id="export-heads")
-        c.heads_view = gr.Image(show_label=False, elem_id="heads", interactive=False, format="png")
+        gr.HTML('<div class="av-heads"></div>', elem_id="heads")   # drawn by the page from c.heads
+        c.heads = gr.JSON(visible=False)
     with gr.Accordion("Raw attention numbers", open=False, elem_classes=HIDDEN):
         gr.HTML('<div class="av-numbers"></div>', elem_id="numbers")
     gr.Markdown("**Every word with its attention** (the paper's figure; click one to show it)", elem_classes=HIDDEN)
@@ -548,6 +554,7 @@ MODEL = {"concurrency_id": "model", "concurrency_limit": 4}
 STEP_JS = "(t) => { window.__viewerMain?.show(Number(t) - 1); return []; }"
 COMPARE_STEP_JS = ("(t) => { for (const [id, v] of Object.entries(window.__attentionViews || {}))"
                    " if (id.startsWith('cmp-view-')) v.showWord(Number(t) - 1); return []; }")
+HEADS_JS = "(heads) => { window.__viewerMain?.drawHeads(heads); return []; }"
 STYLE_JS = ("(upsampling, colormap, opacity, scale, show_alpha, hard_samples) => { window.__viewerStyle = "
             "{upsampling, colormap, opacity, scale, show_alpha, hard_samples};"
             " Object.values(window.__attentionViews || {}).forEach((v) => v.redraw()); return []; }")
@@ -584,7 +591,7 @@ def _wire_branching(c, h: Handlers):
 
 def _wire_tools(c, h: Handlers, studio: S.Studio):
     """Heads, exports, triage, Diagnose, clicking the photo, Compare."""
-    c.heads_btn.click(h.show_heads, [c.explored, c.step, *c.style], c.heads_view)
+    c.heads_btn.click(h.show_heads, [c.explored, c.step], c.heads).success(None, c.heads, None, js=HEADS_JS)
     for btn, kind in ((c.png_view, "view"), (c.png_strip, "strip"), (c.png_heads, "heads"), (c.gif, "gif"),
                       (c.json_btn, "json")):
         btn.click(functools.partial(h.export, kind), [c.explored, c.step, *c.style], c.download)
