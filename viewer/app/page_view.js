@@ -439,12 +439,10 @@ const HEAD_TILE = 130;
 
 function smallPhoto(w, h) {   // the photo at a tile's size (the browser's downscaling; render.py's is INTER_AREA)
   if (S.small?.key === S.key && S.small.w === w) return S.small.img;
-  const full = document.createElement('canvas'), off = document.createElement('canvas');
-  full.width = S.photo.width; full.height = S.photo.height;
-  full.getContext('2d').putImageData(S.photo, 0, 0);
+  const off = document.createElement('canvas');
   off.width = w; off.height = h;
   const g = off.getContext('2d', {willReadFrequently: true});
-  g.drawImage(full, 0, 0, w, h);
+  scaledInto(g, S.photo.data, S.payload, w, h);
   S.small = {key: S.key, w, img: g.getImageData(0, 0, w, h)};
   return S.small.img;
 }
@@ -485,8 +483,7 @@ function drawHeads() {
 function tintHeads() {   // each head's weight at the cell under the pointer
   const H = S.heads, P = S.payload, maps = H && P && H.key === S.key ? H.steps[String(S.step)] : null;
   if (!maps) return;
-  const cell = S.hover && P.kind === 'grid' ? P.cells.findIndex((b) => b[0] <= S.hover[0] && S.hover[0] < b[2]
-    && b[1] <= S.hover[1] && S.hover[1] < b[3]) : -1;
+  const cell = S.hover && P.kind === 'grid' ? cellAt(P, S.hover[0], S.hover[1]) : -1;
   document.querySelectorAll('#heads td.av-head').forEach((td) => {
     const here = td.querySelector('.av-here');
     if (cell < 0) { here.textContent = ''; delete td.dataset.looked; return; }
@@ -528,22 +525,27 @@ function warmUp(P) {   // a small frame in every upsampling on the page's own th
     for (const sc of ['absolute', 'stretch']) shade(img, brightness(density(P.maps[0], P.side, w, h, up, P.paper), sc), 'paper', 0.8, img);
 }
 
+function scaledInto(g, pixels, P, w, h) {   // a view-sized picture drawn at w x h by the browser
+  const src = S.staging || (S.staging = document.createElement('canvas'));
+  if (src.width !== P.width || src.height !== P.height) { src.width = P.width; src.height = P.height; }
+  src.getContext('2d').putImageData(new ImageData(pixels, P.width, P.height), 0, 0);
+  g.drawImage(src, 0, 0, w, h);
+}
+
 function tile(t) {
   const P = S.payload, f = S.frames.get(t), c = document.querySelector(`#strip .av-tile[data-t="${t}"] canvas`);
-  if (!P || !f || !c) return;
-  const src = S.tileSource || (S.tileSource = document.createElement('canvas'));
-  if (src.width !== P.width || src.height !== P.height) { src.width = P.width; src.height = P.height; }
-  src.getContext('2d').putImageData(new ImageData(f.pixels, P.width, P.height), 0, 0);
-  c.getContext('2d').drawImage(src, 0, 0, c.width, c.height);
+  if (P && f && c) scaledInto(c.getContext('2d'), f.pixels, P, c.width, c.height);
 }
 
 // --- the inverse view: which words looked at the place under the pointer -------------------------
+const cellAt = (P, x, y) => P.cells.findIndex((b) => b[0] <= x && x < b[2] && b[1] <= y && y < b[3]);   // grid maps
+
 function lookedAt(P, x, y) {
   if (P.kind === 'regions') {
     const inside = P.boxes.map((b) => b[0] <= x && x <= b[2] && b[1] <= y && y <= b[3]);
     return P.maps.map((m) => m.reduce((s, v, i) => s + (inside[i] ? v : 0), 0));
   }
-  const cell = P.cells.findIndex((b) => b[0] <= x && x < b[2] && b[1] <= y && y < b[3]);
+  const cell = cellAt(P, x, y);
   return cell < 0 ? null : P.maps.map((m) => m[cell]);
 }
 

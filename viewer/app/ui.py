@@ -548,7 +548,7 @@ def _drawn(c, h: Handlers):
 
 
 # Events that only read (another head's maps, a beam, Compare's words) take no turn in the model's queue; the events
-# that run a model share one limit, so a second user's step never waits behind another's caption.
+# that run a model share one limit, so a second user's light event never waits behind another's caption.
 LIGHT = {"concurrency_limit": None}
 MODEL = {"concurrency_id": "model", "concurrency_limit": 4}
 STEP_JS = "(t) => { window.__viewerMain?.show(Number(t) - 1); return []; }"
