@@ -133,8 +133,9 @@ def test_api_captions_a_photo_and_steps(server):
     payload = out[3]          # the page's view: every word's map comes with the caption, drawn in the page
     assert (payload["width"], payload["height"]) == (960, 639) and payload["kind"] == "regions"   # the photo, enlarged
     n_words = int(re.search(r"at step 1 of (\d+)", payload["panels"][0]).group(1))
-    assert len(payload["maps"]) == len(payload["first"]) == len(payload["tokens"]) == n_words
-    assert all(abs(sum(m) - 1) < 1e-4 for m in payload["maps"])          # region weights: a distribution
+    maps = S.unpacked(payload["maps"])   # numbers travel as base64 float32s (session.packed)
+    assert len(maps) == len(payload["first"]) == len(payload["tokens"]) == n_words
+    assert np.allclose(maps.sum(1), 1, atol=1e-4)          # region weights: a distribution
     assert all(f"at step {t} of" in p for t, p in enumerate(payload["panels"], 1))   # every word's panel, for the page
     assert [len(a) for a in payload["alternatives"]] == [len(p.split('class="bar-row"')) - 1 for p in payload["panels"]]
 

@@ -39,14 +39,16 @@ def studio(captioner):
 def test_the_payload_holds_the_attention_that_emitted_each_word(studio, photo, model):
     ex = studio.explore(photo, model, DecodeSettings())
     p = studio.page_view(ex, S.Style(), "Where the model looked")
-    assert p is not None and len(p["maps"]) == ex.n_steps == len(p["first"])
+    assert p is not None
+    p = {k: S.unpacked(v) for k, v in p.items()}   # numbers travel as base64 float32s (session.packed)
+    assert len(p["maps"]) == ex.n_steps == len(p["first"])
     assert (p["width"], p["height"]) == (ex.display.shape[1], ex.display.shape[0])
     assert p["word_firsts"] == [w.first for w in ex.trace.word_spans]    # Compare shows a word at its first token
     for s, shown in zip(ex.trace.steps, p["maps"]):
         assert np.allclose(shown, s.attention, atol=1e-6)
     assert p["kind"] == ("regions" if model == "updown" else "grid")
     if p["kind"] == "grid":
-        assert len(p["cells"]) == p["side"] ** 2 and np.array(p["paper"]).shape == (224, p["side"])
+        assert len(p["cells"]) == p["side"] ** 2 and p["paper"].shape == (224, p["side"])
         assert p["samples"] == [s.sample for s in ex.trace.steps]
         for t, draws in enumerate(p["draws"]):   # the page shows the first N of these: N's own draws
             assert draws is None or draws[:3] == S.draw_cells(ex.trace.steps[t].attention, 3, seed=t)
@@ -61,7 +63,7 @@ def test_stepping_and_restyling_do_not_resend_it_a_new_map_does(studio, photo):
     assert studio.page_view(ex, S.Style("blocky", "jet", 0.3, "stretch"), "Where the model looked") is None
     head = studio.page_view(ex, S.Style(head="layer 1 head 2"), "Where the model looked")
     assert head is not None and head["key"] != first["key"]
-    assert np.allclose(head["maps"][2], ex.trace.steps[2].heads[0, 1], atol=1e-6)
+    assert np.allclose(S.unpacked(head["maps"])[2], ex.trace.steps[2].heads[0, 1], atol=1e-6)
 
 
 def _canvas(page):

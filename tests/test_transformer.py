@@ -88,7 +88,7 @@ def test_the_heads_grid_gets_every_words_heads_or_only_the_selected_ones(studio_
     assert (got["layers"], got["heads"], got["side"]) == (2, 4, 14) and sorted(got["steps"], key=int) == \
         [str(t) for t in range(ex.n_steps)]   # few: every word's, so the page's grid follows the word
     for t, maps in got["steps"].items():
-        assert np.allclose(maps, ex.trace.steps[int(t)].heads, atol=1e-5)
+        assert np.allclose(S.unpacked(maps), ex.trace.steps[int(t)].heads, atol=1e-5)
     monkeypatch.setattr(S, "HEADS_SENT", 10)   # many (a BLIP trace): the selected word's only
     assert list(S.heads_payload(ex)["steps"]) == ["2"]
     soft = studio_transformer.explore(photo, "sat-soft", DecodeSettings(strategy="greedy"))

@@ -74,12 +74,16 @@ def page_head() -> str:
 
 
 def launch(demo, host: str = "127.0.0.1", port: int | None = None, block: bool = True, share: bool = False):
+    """Serve the app. No run history: Gradio would otherwise keep every event's inputs and outputs
+    (photos, traces) in the browser's localStorage, re-serialising the whole list on each event
+    (about 60 ms of the page's thread per caption, measured in chromium)."""
     from starlette.middleware import Middleware
 
     from .ui import THEME
     return demo.queue(default_concurrency_limit=8).launch(
         server_name=host, server_port=port or free_port(host), share=share, show_error=True, theme=THEME,
         css_paths=[os.path.join(HERE, "app.css")], head=page_head(), ssr_mode=False, prevent_thread_lock=not block, max_file_size="60mb", quiet=not block,
+        run_history=False,
         app_kwargs={"middleware": [Middleware(ImmutableViews)]})
 
 

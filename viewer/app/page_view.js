@@ -24,6 +24,22 @@ if (main) window.__viewerMain = S;   // the Explore view: the stepping keys driv
 window.__viewerStyle = window.__viewerStyle || {upsampling: 'smooth', colormap: 'paper', opacity: 0.8,
   scale: 'absolute', show_alpha: true, hard_samples: 1};
 
+// session.packed: a numeric array sent as one base64 string of float32s, back as nested plain arrays
+// of numbers, as JSON would have given them (anything else is returned as it is)
+function unpacked(v) {
+  if (!v || typeof v.f32 !== 'string') return v;
+  const bin = atob(v.f32), bytes = new Uint8Array(bin.length), shape = v.shape;
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  const flat = new Float32Array(bytes.buffer);
+  const part = (at, d) => {
+    if (d >= shape.length - 1) return Array.from(flat.subarray(at, at + (shape[d] ?? flat.length)));
+    const size = shape.slice(d + 1).reduce((a, b) => a * b, 1);
+    return Array.from({length: shape[d]}, (_, i) => part(at + i * size, d + 1));
+  };
+  return part(0, 0);
+}
+const unpackedAll = (o) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, unpacked(v)]));
+
 // --- the drawing, as render.py -----------------------------------------------------------------
 // cv2.resize(INTER_LINEAR) of a (sh, sw) float map to (h, w): half-pixel centres, edges replicated.
 function bilinear(src, sw, sh, w, h) {
@@ -434,7 +450,9 @@ function drawCoverage(t) {
 // the selected word over a small copy of the photo, in the current style, and under each the head's
 // weight where the pointer rests on the photo. The server sends the heads once (Handlers.show_heads):
 // every word's, or only the word asked for when they are many.
-S.drawHeads = (heads) => { S.heads = heads; S.headsDrawn = null; drawHeads(); };
+S.drawHeads = (heads) => {
+  S.heads = heads && {...heads, steps: unpackedAll(heads.steps)}; S.headsDrawn = null; drawHeads();
+};
 const HEAD_TILE = 130;
 
 function smallPhoto(w, h) {   // the photo at a tile's size (the browser's downscaling; render.py's is INTER_AREA)
@@ -585,10 +603,11 @@ canvas.addEventListener('click', (e) => {
 
 // --- a new trace from the server; a step or a style from the page ---------------------------------
 function load() {
-  const P = props.value;
-  if (!P || !P.maps) { root.classList.remove('ready'); S.payload = null; title.textContent = ''; return; }
-  title.textContent = P.title || '';
-  if (P.key === S.key) { if (main) trigger('load'); return; }
+  const V = props.value;
+  if (!V || !V.maps) { root.classList.remove('ready'); S.payload = null; title.textContent = ''; return; }
+  title.textContent = V.title || '';
+  if (V.key === S.key) { if (main) trigger('load'); return; }
+  const P = unpackedAll(V);
   S.key = P.key; S.frames = new Map(); S.frameStyle = null; S.busy = false; S.step = P.step || 0;
   canvas.dataset.receivedAt = String(performance.now());   // the trace arrived (the benchmark splits the wait)
   const im = new Image();
