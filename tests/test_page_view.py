@@ -19,6 +19,9 @@ from test_app import _browser, _captioned_page
 # vs float64 and rounding, a level or so. Regions: box outlines and label boxes are drawn by different
 # line rasterisers, and the labels' text differs.
 GRID_TOLERANCE, REGION_TOLERANCE = 1.5, 4.0
+# A preview (page_view.js preview): the light at 224 x 224, scaled up by the browser, colours mixed after
+# the colour map rather than before.
+PREVIEW_TOLERANCE = 3.0
 BAR_ROWS = 110   # the colour bar's corner: at most this many rows at the bottom of a 640-row view
 CANVAS = """() => { const c = document.querySelector('#view canvas');
   if (!c || !c.dataset.shown) return null;
@@ -134,6 +137,42 @@ def test_the_canvas_matches_render_py(server, model):
                 wrong = S.overlay(ex, S.Style(style.upsampling, "inferno" if style.colormap != "inferno" else "jet",
                                               style.opacity, style.scale)).astype(int)
                 assert np.abs(pixels - wrong)[:-BAR_ROWS].mean() > 3 * GRID_TOLERANCE
+        browser.close()
+
+
+PREVIEW = """(style) => { window.__viewerStyle = {...window.__viewerStyle, ...style};
+  const c = document.querySelector('#view canvas'), before = c.dataset.shown;
+  window.__viewerMain.redraw();   // a new style: no frame is made yet, so the word is previewed at once
+  return {preview: c.dataset.preview || null, shown: c.dataset.shown, before, w: c.width, h: c.height,
+          pixels: Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data)}; }"""
+
+
+def test_a_word_not_made_yet_is_previewed_at_once_then_drawn_exactly(server):
+    """A grid word whose frame the worker has not made (a new style, a click as the caption shows) is
+    drawn at once as the photo with a 224 x 224 light layer the browser scales up, close to render.py's
+    picture; the exact frame then replaces it."""
+    from playwright.sync_api import sync_playwright
+    url, studio = server
+    with sync_playwright() as p:
+        browser = _browser(p)
+        page = _captioned_with(browser, url, "sat-soft")
+        ex = studio.explore(os.path.join(ASSETS, "coffee.jpg"), "sat-soft", DecodeSettings(beam_size=3))
+        page.locator("#caption .token").nth(1).click()
+        _canvas(page)
+        for style in [S.Style("smooth", "jet", 0.6, "absolute"), S.Style("bilinear", "spotlight", 0.8, "stretch"),
+                      S.Style("blocky", "paper", 0.8, "absolute")]:
+            got = page.evaluate(PREVIEW, {"upsampling": style.upsampling, "colormap": style.colormap,
+                                          "opacity": style.opacity, "scale": style.scale})
+            key = f"|1|{style.upsampling}|{style.colormap}|{style.opacity}|{style.scale}|"
+            assert got["preview"] and key in got["preview"] and got["shown"] == got["before"]   # a preview, not the frame
+            ex.step = 1
+            want = S.overlay(ex, style).astype(int)
+            preview = np.array(got["pixels"], np.uint8).reshape(got["h"], got["w"], 4)[..., :3].astype(int)
+            assert np.abs(preview - want)[:-BAR_ROWS].mean() <= PREVIEW_TOLERANCE, style
+            page.wait_for_function("k => { const c = document.querySelector('#view canvas');"
+                                   " return c.dataset.shown.includes(k) && !c.dataset.preview; }", arg=key)
+            _, exact = _canvas(page)
+            assert np.abs(exact - want)[:-BAR_ROWS].mean() <= GRID_TOLERANCE
         browser.close()
 
 

@@ -269,8 +269,8 @@ function coverFrame(P, t, upsampling) {
 // --- frames: each word's picture in the current style, made ahead so a step is one putImageData --------
 // Frame t is word t's view, frame 'c'+t its coverage (the Explore view only). Grid maps are made in a
 // worker (the same functions, one frame at a time: the shown word's view and coverage, then the
-// others nearest first); region views on the main thread between events. A view missing when asked
-// for is drawn at once.
+// others nearest first); region views on the main thread between events. A grid view missing when
+// asked for is previewed at once (preview), a region view drawn at once.
 const styleKey = (st) => `${st.upsampling}|${st.colormap}|${st.opacity}|${st.scale}`;
 const frameKey = (P, st) => (P.kind === 'regions' ? 'regions' : styleKey(st));
 const KERNEL = `const C = ${JSON.stringify(C)};\n${[bilinear, density, brightness, shade].map(String).join('\n')}
@@ -293,8 +293,9 @@ if (worker) worker.onmessage = (e) => {
   ahead();
 };
 
-function keep(id, frame) {   // a frame made: the coverage it belongs to is drawn, its strip tile when idle
+function keep(id, frame) {   // a frame made: drawn if its word's preview is shown, its coverage drawn, its strip tile when idle
   S.frames.set(id, frame);
+  if (id === S.previewing && id === S.step) draw();
   if (!main) return;
   if (typeof id === 'number') { S.tiles.add(id); if (!S.tileTask) S.tileTask = idle(drawTiles); }
   else if (id === 'c' + S.step) drawCoverage(S.step);
@@ -323,9 +324,9 @@ function nextFrame(P) {   // the shown word's view and coverage, then the other 
   return ids.find((id) => !S.frames.has(id));
 }
 
-function ahead() {   // the next missing frame
+function ahead() {   // the next missing frame (none while a new trace's photo is decoded: S.key is already its)
   const P = S.payload, st = window.__viewerStyle;
-  if (!P || S.busy || S.frameStyle !== frameKey(P, st)) return;
+  if (!P || P.key !== S.key || S.busy || S.frameStyle !== frameKey(P, st)) return;
   const id = nextFrame(P);
   if (id === undefined) {   // every frame made: the server may now do what the caption's page can wait for
     if (main && S.loaded !== S.key) { S.loaded = S.key; trigger('load'); }
@@ -351,20 +352,23 @@ const pct = (v) => `${(v * 100).toFixed(1)}%`;
 
 function draw() {
   const P = S.payload, st = window.__viewerStyle;
-  if (!P || !S.photo) return;
+  if (!P || !S.photo || P.key !== S.key) return;
   const t = Math.min(Math.max(S.step, 0), P.maps.length - 1), w = P.width, h = P.height;
   const sk = frameKey(P, st);
   if (S.frameStyle !== sk) { S.frames = new Map(); S.frameStyle = sk; }
+  let exact = true;
   if (P.kind === 'regions') {
     if (!S.frames.has(t)) keep(t, regionFrame(P, t));
     ctx.putImageData(new ImageData(S.frames.get(t).pixels, w, h), 0, 0);
   } else {
     const map = P.maps[t], hard = P.samples[t] !== null;
     if (st.show_alpha || !hard) {
-      if (!S.frames.has(t)) keep(t, gridFrame(P, t, st));
+      if (!S.frames.has(t) && !worker) keep(t, gridFrame(P, t, st));
       const f = S.frames.get(t), peak = Math.max(...map);
-      ctx.putImageData(new ImageData(f.pixels, w, h), 0, 0);
-      if (st.scale === 'absolute') colourBar(ctx, w, h, st.colormap, Math.pow(Math.min(f.dmax / C.full_weight, 1), C.gamma),
+      if (f) ctx.putImageData(new ImageData(f.pixels, w, h), 0, 0);
+      exact = !!f;
+      const dmax = f ? f.dmax : preview(P, t, st);
+      if (st.scale === 'absolute') colourBar(ctx, w, h, st.colormap, Math.pow(Math.min(dmax / C.full_weight, 1), C.gamma),
         '0', `${Math.round(C.full_weight * 100)}%/cell`, `peak cell ${pct(peak)}`);
       else colourBar(ctx, w, h, st.colormap, 1, 'min', 'max', `peak cell ${pct(peak)} (stretched)`);
     } else ctx.putImageData(S.photo, 0, 0);
@@ -374,12 +378,41 @@ function draw() {
       cellOutline(ctx, P.cells[P.samples[t]], 'rgb(255,40,40)', w, h);
     }
   }
+  // what is on the canvas, for tests and the benchmark: `shown` names the last exact frame (render.py's
+  // pixels), `preview` a word's preview while its exact frame is being made
+  const what = `${S.key}|${t}|${st.upsampling}|${st.colormap}|${st.opacity}|${st.scale}|${st.show_alpha}|${st.hard_samples}`;
   canvas.dataset.step = String(t);
-  canvas.dataset.drawnAt = String(performance.now());   // what is on the canvas, for tests and the benchmark
-  canvas.dataset.shown = `${S.key}|${t}|${st.upsampling}|${st.colormap}|${st.opacity}|${st.scale}|${st.show_alpha}|${st.hard_samples}`;
+  if (exact) { canvas.dataset.drawnAt = String(performance.now()); canvas.dataset.shown = what; delete canvas.dataset.preview; }
+  else { canvas.dataset.previewAt = String(performance.now()); canvas.dataset.preview = what; }
+  S.previewing = exact ? null : t;
   tint();
   if (main) followStep(t);
   ahead();
+}
+
+// A word whose frame the worker has not made yet (a click the moment the caption shows, a new style):
+// the photo with the light laid over it as a 224 x 224 layer the browser scales up, so the word shows
+// at once; the exact frame replaces it when the worker delivers it (keep). Each shading of `shade` is
+// such a layer: the photo * (1 - alpha) + colour * alpha. Returns the peak density, for the colour bar.
+function preview(P, t, st) {
+  const n = st.upsampling === 'blocky' ? P.side : 224, op = Number(st.opacity), lut = C.luts[st.colormap];
+  const d = density(P.maps[t], P.side, n, n, st.upsampling, P.paper), light = brightness(d, st.scale);
+  const layer = S.layer || (S.layer = document.createElement('canvas'));
+  layer.width = n; layer.height = n;
+  const g = layer.getContext('2d'), img = g.createImageData(n, n), o = img.data;
+  for (let i = 0, j = 0; i < light.length; i++, j += 4) {
+    const l = light[i];
+    if (st.colormap === 'paper') { o[j] = o[j + 1] = o[j + 2] = Math.floor(l * 255); o[j + 3] = 255 * op; }
+    else if (st.colormap === 'spotlight') { o[j] = o[j + 1] = o[j + 2] = 235; o[j + 3] = 255 * op * (1 - l); }
+    else { const c = lut[Math.floor(l * 255)]; o[j] = c[0]; o[j + 1] = c[1]; o[j + 2] = c[2]; o[j + 3] = 255 * op; }
+  }
+  g.putImageData(img, 0, 0);
+  ctx.putImageData(S.photo, 0, 0);
+  ctx.imageSmoothingEnabled = st.upsampling !== 'blocky';
+  ctx.drawImage(layer, 0, 0, P.width, P.height);
+  ctx.imageSmoothingEnabled = true;
+  let dmax = 0; for (let i = 0; i < d.length; i++) if (d[i] > dmax) dmax = d[i];
+  return dmax;
 }
 
 // --- the rest of the word's page (the Explore view): all from the trace in the page ----------------

@@ -70,6 +70,7 @@ PAGE_PROBE = """
   // what the view shows: the page's canvas names its trace, word and style once drawn (page_view.js)
   const canvas = () => view.querySelector('canvas');
   const src = () => { const c = canvas(); return c ? (c.dataset.shown || null) : null; };
+  const pre = () => { const c = canvas(); return c ? (c.dataset.preview || null) : null; };
   const range = () => { const r = step.querySelector('input[type=range]'); return r ? r.value : null; };
   const B = window.__bench = {armed: null};
   let value = range();
@@ -80,15 +81,19 @@ PAGE_PROBE = """
   window.addEventListener('click', onInput, true);
   window.addEventListener('keydown', onInput, true);
   // the new view counts as shown when the canvas finished drawing it (its data-drawn-at), seen by the
-  // attribute's mutation or by a 4 ms poll while armed
+  // attribute's mutation or by a 4 ms poll while armed; `first` is when the word first showed, as a
+  // preview (its data-preview-at) or as the exact frame, whichever came first
   const look = (t, polled) => {
-    const a = B.armed, s = src();
-    if (!a || a.t0 === null || a.loaded !== null || !s || s === a.baseline) return;
+    const a = B.armed, s = src(), p = pre();
+    if (!a || a.t0 === null || a.loaded !== null) return;
+    if (a.first === null && p && p !== a.pbaseline) a.first = Number(canvas().dataset.previewAt) || t;
+    if (!s || s === a.baseline) return;
     if (a.srcSet === null) a.srcSet = t;
     a.loaded = Number(canvas().dataset.drawnAt) || t; a.src = s; a.polled = polled;
+    if (a.first === null || a.first > a.loaded) a.first = a.loaded;
   };
   new MutationObserver(() => look(performance.now(), false))
-    .observe(view, {subtree: true, childList: true, attributes: true, attributeFilter: ['data-shown']});
+    .observe(view, {subtree: true, childList: true, attributes: true, attributeFilter: ['data-shown', 'data-preview']});
   setInterval(() => { const a = B.armed;
                       if (a && a.t0 !== null && a.loaded === null) look(performance.now(), true); }, 4);
   // the step panel is re-rendered by the same server answer as the view: a change of its content (not
@@ -112,7 +117,8 @@ PAGE_PROBE = """
   window.addEventListener('input', (e) => { if (e.target.closest?.('#step')) moved(); }, true);
   new MutationObserver(moved).observe(step, {subtree: true, childList: true, attributes: true});
   B.arm = (trigger) => {
-    B.armed = {trigger, baseline: src(), t0: null, srcSet: null, loaded: null, panel: null, src: null, polled: false};
+    B.armed = {trigger, baseline: src(), pbaseline: pre(), t0: null, srcSet: null, loaded: null, first: null,
+               panel: null, src: null, polled: false};
   };
   B.check = (grace) => {
     const a = B.armed, now = performance.now();
@@ -120,7 +126,8 @@ PAGE_PROBE = """
     look(now, true);
     const r = (x) => x === null ? null : Math.round((x - a.t0) * 10) / 10;
     if (a.loaded !== null)
-      return {outcome: 'shown', ms: r(a.loaded), src_ms: r(a.srcSet), polled: a.polled, src: a.src, at: a.loaded,
+      return {outcome: 'shown', ms: r(a.first), exact_ms: r(a.loaded), src_ms: r(a.srcSet), polled: a.polled,
+              src: a.src, at: a.first,
               value: a.value === undefined ? null : Number(a.value)};
     if (a.panel !== null && src() === a.baseline && now - a.panel > grace)
       return {outcome: 'unchanged', panel_ms: r(a.panel)};
@@ -368,8 +375,9 @@ def word_targets(n_words: int, k: int) -> list[int]:
 
 # --- the run -----------------------------------------------------------------------------------------
 
-def _stats(samples: list[dict]) -> dict:
-    ms = np.array([s["ms"] for s in samples if s["outcome"] == "shown"], dtype=float)
+def _stats(samples: list[dict], key: str = "ms") -> dict:
+    """`ms`: to the word's first overlay on screen (a preview or the exact frame); `exact_ms`: to render.py's pixels."""
+    ms = np.array([s.get(key, s["ms"]) for s in samples if s["outcome"] == "shown"], dtype=float)
     out = {"n": int(ms.size),
            "p50_ms": round(float(np.percentile(ms, 50)), 1) if ms.size else None,
            "p90_ms": round(float(np.percentile(ms, 90)), 1) if ms.size else None,
@@ -467,10 +475,10 @@ def _bench_model(page: Page, model: str, photos, warm_photo, copies, clicks, arr
         log(f"{model}: {name} " + " ".join(f"{s['kind']}={s.get('ms', s['outcome'])}" for s in out["samples"]
                                            if s["photo"] == name))
     samples = out["samples"]
-    out["caption_to_first_overlay"] = _stats([s for s in samples if s["kind"] == "caption"])
-    out["stepping"] = _stats([s for s in samples if s["kind"] in ("click", "arrow")])
+    for name, kinds in (("caption_to_first_overlay", ("caption",)), ("stepping", ("click", "arrow")), ("restyle", ("restyle",))):
+        out[name] = _stats([s for s in samples if s["kind"] in kinds])
+        out[name + "_exact"] = _stats([s for s in samples if s["kind"] in kinds], "exact_ms")
     out["stepping_by_input"] = {k: _stats([s for s in samples if s["kind"] == k]) for k in ("click", "arrow")}
-    out["restyle"] = _stats([s for s in samples if s["kind"] == "restyle"])
     captions = [s for s in samples if s["kind"] == "caption" and s.get("server_ms") is not None]
     out["caption_server"] = _stats([{"outcome": "shown", "ms": s["server_ms"]} for s in captions])
     out["caption_trace_received"] = _stats([{"outcome": "shown", "ms": s["received_ms"]} for s in captions])
@@ -513,7 +521,8 @@ def two_browsers(browser, url: str, model: str, photos, copies, viewport, timeou
         deadline = time.perf_counter() + caption_timeout_s
         while b.page.evaluate("g => window.__bench.check(g)", b.grace_ms) is None and time.perf_counter() < deadline:
             during += steps(1)
-    out = {"model": model, "a_alone": _stats(alone), "a_while_b_captions": _stats(during)}
+    out = {"model": model, "a_alone": _stats(alone), "a_while_b_captions": _stats(during),
+           "a_alone_exact": _stats(alone, "exact_ms"), "a_while_b_captions_exact": _stats(during, "exact_ms")}
     log(f"two browsers ({model}): A's steps alone {out['a_alone']}, while B captions {out['a_while_b_captions']}")
     return out
 
@@ -554,17 +563,22 @@ def table(result: dict) -> str:
         split = " / ".join(_f(r.get(k, {}).get("p50_ms")) for k in ("caption_server", "caption_trace_received"))
         rows.append(f"{model:<10} {warm:>9}  {cell(r['caption_to_first_overlay']):<38} {split:<30} "
                     f"{cell(r['stepping']):<28} {cell(r.get('restyle')):<24} {cell(r.get('play_interval'))}")
+        rows.append(f"{'  exact':<10} {'':>9}  {cell(r.get('caption_to_first_overlay_exact')):<38} {'':<30} "
+                    f"{cell(r.get('stepping_exact')):<28} {cell(r.get('restyle_exact')):<24}")
     if "two_browsers" in result:
         pair = result["two_browsers"]
         rows.append(f"two browsers ({pair['model']}): A's steps p50/p90 ms alone {cell(pair['a_alone'])}, "
-                    f"while B captions {cell(pair['a_while_b_captions'])}")
+                    f"while B captions {cell(pair['a_while_b_captions'])}; exact frames alone "
+                    f"{cell(pair.get('a_alone_exact'))}, while B captions {cell(pair.get('a_while_b_captions_exact'))}")
     explained = {m: r for m, r in result["models"].items() if "explain_to_first_view" in r}
     if explained:
         rows.append(f"{'model':<10} {'explain (' + str(result['settings']['explain']) + ') -> first view p50/p90 ms':<48} "
                     "stepping its views p50/p90 ms")
         for model, r in explained.items():
             rows.append(f"{model:<10} {cell(r['explain_to_first_view']):<48} {cell(r['explain_stepping'])}")
-    rows.append("warm-up: first caption per model (model load), excluded from the statistics. Server: the caption's "
+    rows.append("Each figure: to the word's first overlay on screen (a grid word's preview, or its exact frame); "
+                "'exact': to the frame with render.py's pixels. "
+                "warm-up: first caption per model (model load), excluded from the statistics. Server: the caption's "
                 "own time on the server (status line); trace in page: from the click to the trace reaching the view. "
                 "Play interval: between consecutive overlays while playing (the timer ticks every 0.9 s).")
     return "\n".join(rows)
