@@ -280,8 +280,12 @@ def test_stepping_playing_and_restyling_make_no_request(server):
 
 def test_the_heads_grid_is_drawn_in_the_page_with_each_heads_weight_under_the_pointer(server):
     """The transformer's heads, fetched once: a tile per layer and head, each naming the head's weight
-    at the cell under the pointer; the next word's heads follow an arrow key with no request."""
+    at the cell under the pointer; the next word's heads follow an arrow key with no request; a tile's
+    pixels are render_heads's."""
+    import cv2
     from playwright.sync_api import expect, sync_playwright
+
+    from viewer.engine.render import render_heatmap
     url, studio = server
     with sync_playwright() as p:
         browser = _browser(p)
@@ -312,4 +316,14 @@ def test_the_heads_grid_is_drawn_in_the_page_with_each_heads_weight_under_the_po
                 page.keyboard.press("ArrowRight")   # the next word's heads, drawn from what the page holds
         expect(page.locator("#heads .av-caption")).to_contain_text("word 3")
         assert requests[before:] == []
+        # a tile's pixels: render_heads's tile (its small photo by INTER_AREA, that head's map in the style)
+        tile = page.evaluate("() => { const c = document.querySelector('#heads td.av-head[data-layer=\"1\"][data-head=\"2\"] canvas');"
+                             " return {w: c.width, h: c.height, pixels: Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data)}; }")
+        got = np.array(tile["pixels"], np.uint8).reshape(tile["h"], tile["w"], 4)[..., :3].astype(int)
+        small = cv2.resize(ex.display, (tile["w"], tile["h"]), interpolation=cv2.INTER_AREA)
+        side = trace.grid_side
+        want = render_heatmap(small, trace.steps[2].heads[1, 2].reshape(side, side), bar=False).astype(int)
+        assert np.abs(got - want).mean() <= GRID_TOLERANCE
+        other = render_heatmap(small, trace.steps[2].heads[0, 0].reshape(side, side), bar=False).astype(int)
+        assert np.abs(got - other).mean() > np.abs(got - want).mean()   # another head's map is further off
         browser.close()

@@ -225,11 +225,16 @@ function drawRegions(g, P, weights, w, h) {
     paint(x1, y1, x1 + line - 1, y2, col, edge); paint(x2 - line + 1, y1, x2, y2, col, edge);
   }
   const img = g.createImageData(w, h), p = S.photo.data, o = img.data;
-  for (let j = 0; j < o.length; j += 4) {
-    const a = layer[j + 3] / 255;
-    o[j] = p[j] * (1 - a) + layer[j] * a; o[j + 1] = p[j + 1] * (1 - a) + layer[j + 1] * a;
-    o[j + 2] = p[j + 2] * (1 - a) + layer[j + 2] * a; o[j + 3] = 255;
-  }
+  o.set(p);   // the photo; the layer is laid over it only within the boxes drawn
+  const [bx1, by1, bx2, by2] = shown.reduce(([a, b, c, d], i) => { const r = P.boxes[i].map(Math.round);
+    return [Math.min(a, r[0]), Math.min(b, r[1]), Math.max(c, r[2]), Math.max(d, r[3])]; }, [w, h, -1, -1]);
+  for (let y = Math.max(0, by1); y <= Math.min(h - 1, by2); y++)
+    for (let x = Math.max(0, bx1), j = (y * w + x) * 4; x <= Math.min(w - 1, bx2); x++, j += 4) {
+      const a = layer[j + 3] / 255;
+      if (!a) continue;
+      o[j] = p[j] * (1 - a) + layer[j] * a; o[j + 1] = p[j + 1] * (1 - a) + layer[j + 1] * a;
+      o[j + 2] = p[j + 2] * (1 - a) + layer[j + 2] * a;
+    }
   g.putImageData(img, 0, 0);
   const named = shown.filter((i) => i === shown[0] || (!small && !P.context[i]));
   g.font = `${fs}px sans-serif`; g.textBaseline = 'top';
@@ -357,9 +362,9 @@ function draw() {
   const sk = frameKey(P, st);
   if (S.frameStyle !== sk) { S.frames = new Map(); S.frameStyle = sk; }
   let exact = true;
-  if (P.kind === 'regions') {
-    if (!S.frames.has(t)) keep(t, regionFrame(P, t));
-    ctx.putImageData(new ImageData(S.frames.get(t).pixels, w, h), 0, 0);
+  if (P.kind === 'regions') {   // drawn straight onto the canvas when its frame is not made yet (ahead makes it)
+    if (S.frames.has(t)) ctx.putImageData(new ImageData(S.frames.get(t).pixels, w, h), 0, 0);
+    else drawRegions(ctx, P, P.maps[t], w, h);
   } else {
     const map = P.maps[t], hard = P.samples[t] !== null;
     if (st.show_alpha || !hard) {
@@ -488,13 +493,37 @@ S.drawHeads = (heads) => {
 };
 const HEAD_TILE = 130;
 
-function smallPhoto(w, h) {   // the photo at a tile's size (the browser's downscaling; render.py's is INTER_AREA)
+// cv2.resize(INTER_AREA) to a smaller size: each pixel the mean of the source area it covers
+function areaWeights(n, m) {   // for each of m outputs: [source index, weight] over n inputs
+  const s = n / m;
+  return Array.from({length: m}, (_, i) => {
+    const out = [], lo = i * s, hi = (i + 1) * s;
+    for (let k = Math.floor(lo); k < Math.min(n, Math.ceil(hi)); k++) {
+      const wgt = Math.min(hi, k + 1) - Math.max(lo, k);
+      if (wgt > 1e-9) out.push([k, wgt / s]);
+    }
+    return out;
+  });
+}
+function areaResized(src, sw, sh, w, h) {
+  const xs = areaWeights(sw, w), ys = areaWeights(sh, h), out = new ImageData(w, h), o = out.data, p = src.data;
+  const acc = new Float64Array(3);
+  for (let y = 0; y < h; y++)
+    for (let x = 0; x < w; x++) {
+      acc.fill(0);
+      for (const [sy, wy] of ys[y]) for (const [sx, wx] of xs[x]) {
+        const j = (sy * sw + sx) * 4, k = wy * wx;
+        acc[0] += p[j] * k; acc[1] += p[j + 1] * k; acc[2] += p[j + 2] * k;
+      }
+      const j = (y * w + x) * 4;
+      o[j] = Math.round(acc[0]); o[j + 1] = Math.round(acc[1]); o[j + 2] = Math.round(acc[2]); o[j + 3] = 255;
+    }
+  return out;
+}
+
+function smallPhoto(w, h) {   // the photo at a tile's size, as render_heads makes it (INTER_AREA)
   if (S.small?.key === S.key && S.small.w === w) return S.small.img;
-  const off = document.createElement('canvas');
-  off.width = w; off.height = h;
-  const g = off.getContext('2d', {willReadFrequently: true});
-  scaledInto(g, S.photo.data, S.payload, w, h);
-  S.small = {key: S.key, w, img: g.getImageData(0, 0, w, h)};
+  S.small = {key: S.key, w, img: areaResized(S.photo, S.payload.width, S.payload.height, w, h)};
   return S.small.img;
 }
 
