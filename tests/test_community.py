@@ -341,7 +341,7 @@ def test_aaronccwong_resnet152_model_runs_on_its_7x7_grid(tmp_path):
     assert AttentionTrace.from_json(trace.to_json()).grid(0).shape == (7, 7)
     ex = S.Exploration(photo, "aw152", DecodeSettings(strategy="greedy"), [trace])
     assert S.overlay(ex, S.Style()).shape == ex.display.shape
-    view = S.view_payload(ex, "attention", None, "k", S.jpeg(ex.display))
+    view = S.view_payload(ex, "attention", None, "k")
     assert view["side"] == 7 and len(S.unpacked(view["cells"])) == S.unpacked(view["maps"]).shape[1] == 49   # the page's numbers and view
     h, w = ex.display.shape[:2]                                     # clicks come in view pixels
     assert S.unit_at(ex, w - 1, h - 1) == 48

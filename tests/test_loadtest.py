@@ -25,12 +25,14 @@ def test_browser_bench_records_caption_and_stepping(server):
     assert set(result["models"]) == {"sat-soft"} and "excluded" in result["note"]
     r = result["models"]["sat-soft"]
     assert r["warmup_ms"] > 0
-    for key in ("caption_to_first_overlay", "stepping", "restyle", "explain_to_first_view", "explain_stepping"):
+    for key in ("caption_to_first_overlay", "stepping", "restyle", "hover", "hover_tinted", "explain_to_first_view",
+                "explain_stepping"):
         stats = r[key]
         assert set(stats) >= {"n", "p50_ms", "p90_ms", "unchanged", "timeout"}
         assert stats["n"] >= 1 and 0 < stats["p50_ms"] <= stats["p90_ms"]
     shown = [s for s in r["samples"] if s["outcome"] == "shown"]
-    assert {s["kind"] for s in shown} >= {"caption", "click", "restyle", "explain", "explain-click"}
+    assert {s["kind"] for s in shown} >= {"caption", "click", "restyle", "hover", "explain", "explain-click"}
+    assert r["hover"]["unchanged"] == 0   # every place hovered on the photo tinted the words
     assert all(s["ms"] > 0 and s["photo"] == "astronaut.jpg" for s in shown)
     assert "sat-soft" in table(result) and "explain (gradcam)" in table(result)
     pair = result["two_browsers"]   # one browser steps while the other captions

@@ -69,6 +69,55 @@ def test_stepping_and_restyling_do_not_resend_it_a_new_map_does(studio, photo):
     assert np.allclose(S.unpacked(head["maps"])[2], ex.trace.steps[2].heads[0, 1], atol=1e-6)
 
 
+def test_a_chosen_photo_is_prepared_and_named_not_sent(studio, tmp_path, monkeypatch):
+    """Choosing a photo opens it once and computes what the model reads (for updown the detector too),
+    so Caption runs neither; the caption's payload names the photo, and view_photo gives the page its
+    display copy once, by that name."""
+    import base64
+    import io
+    import shutil
+
+    from PIL import Image
+    path = str(tmp_path / "coffee.jpg")
+    shutil.copy(os.path.join(ASSETS, "coffee.jpg"), path)
+    key = studio.prepare(path, "updown")
+    opened = studio.open_photo(path)
+    assert opened.key == key and studio.open_photo(path) is opened
+    vision = studio.captioner.vision
+    monkeypatch.setattr(vision, "extract", lambda *a, **k: pytest.fail("Caption ran the encoder again"))
+    monkeypatch.setattr(vision.detector, "detect", lambda *a, **k: pytest.fail("Caption ran the detector again"))
+    ex = studio.explore(path, "updown", DecodeSettings())
+    payload = studio.page_view(ex, S.Style(), "Where the model looked")
+    assert payload["photo"] == key and not any(str(v).startswith("data:") for v in payload.values())
+    uri = studio.view_photo(key)
+    assert uri.startswith("data:image/jpeg;base64,")
+    got = np.asarray(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGB"), dtype=float)
+    assert got.shape == ex.display.shape and np.abs(got - ex.display).mean() < 3   # the display copy, JPEG q85
+    assert studio.view_photo("not-a-photo-key") is None
+
+
+def test_the_page_holds_a_chosen_photo_before_caption_and_fetches_it_once(server):
+    """The photo reaches the page when it is chosen (one direct request, no turn in the queue), and the
+    caption's view draws on it without fetching it again."""
+    from playwright.sync_api import sync_playwright
+    url, _ = server
+    with sync_playwright() as p:
+        browser = _browser(p)
+        fetched = []
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.on("request", lambda r: "/component_server" in r.url and fetched.append(r.url))
+        page.set_default_timeout(90_000)
+        page.goto(url)
+        page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
+        page.wait_for_function("() => !!window.__viewerPhotos?.ready")   # before Caption is clicked
+        key = page.evaluate("() => window.__viewerPhotos.ready")
+        page.locator("#run").click()
+        page.wait_for_function("() => !!document.querySelector('#view canvas').dataset.shown")
+        assert page.evaluate("() => window.__viewerMain.payload.photo") == key
+        assert len(fetched) == 1
+        browser.close()
+
+
 def _canvas(page):
     page.wait_for_function(CANVAS)
     got = page.evaluate(CANVAS)

@@ -1,4 +1,4 @@
-// The page's view (page_view.py): the body of gr.HTML's js_on_load (element, trigger, props, watch),
+// The page's view (page_view.py): the body of gr.HTML's js_on_load (element, trigger, props, server, watch),
 // after `const AV_CONSTANTS = {...}` (the absolute scale and colour tables render.py uses).
 // It draws what render.py draws, the same way: density (the paper's A @ G @ A.T, bilinear or
 // blocky), brightness (absolute or stretched), shading (the paper's grey mask, spotlight, a colour
@@ -201,18 +201,23 @@ function placeLabels(anchors, sizes, w, h) {
 }
 
 // render.render_regions: filled as strongly as their weight, objects labelled "class score · weight".
-// The boxes go on a layer whose pixels each rectangle REPLACES (as PIL draws on an RGBA layer), most
-// weighted last, and the layer is then laid over the photo.
+// The boxes go on a layer whose pixels each rectangle REPLACES (as PIL draws on an RGBA layer: cleared,
+// then filled), most weighted last, and the layer is then laid over the photo (the canvas's own
+// compositing: within a level of render.py's, for the canvas keeps the layer premultiplied).
 function drawRegions(g, P, weights, w, h) {
   const small = Math.max(w, h) < 300, shown = shownRegions(weights, small ? 3 : 8);
   const unit = Math.max(1, Math.min(w, h) / 300), fs = Math.max(11, Math.round(6 * unit));
   const TOP = [255, 200, 0], OBJ = [0, 190, 255], CTX = [210, 210, 210];
-  const layer = new Uint8ClampedArray(w * h * 4);
-  const paint = (x1, y1, x2, y2, c, a) => {
-    for (let y = Math.max(0, y1); y <= Math.min(h - 1, y2); y++)
-      for (let x = Math.max(0, x1); x <= Math.min(w - 1, x2); x++) {
-        const j = (y * w + x) * 4; layer[j] = c[0]; layer[j + 1] = c[1]; layer[j + 2] = c[2]; layer[j + 3] = a;
-      }
+  const layer = S.regionLayer || (S.regionLayer = document.createElement('canvas'));
+  if (layer.width !== w || layer.height !== h) { layer.width = w; layer.height = h; }
+  const lg = layer.getContext('2d');
+  lg.clearRect(0, 0, w, h);
+  const paint = (x1, y1, x2, y2, c, a) => {   // both corners inclusive, as PIL's rectangle
+    const x = Math.max(0, x1), y = Math.max(0, y1), rw = Math.min(w - 1, x2) - x + 1, rh = Math.min(h - 1, y2) - y + 1;
+    if (rw <= 0 || rh <= 0) return;
+    lg.clearRect(x, y, rw, rh);
+    lg.fillStyle = `rgba(${c[0]},${c[1]},${c[2]},${a / 255})`;
+    lg.fillRect(x, y, rw, rh);
   };
   for (const i of [...shown].reverse()) {
     const top = i === shown[0], quiet = P.context[i] && !top, col = top ? TOP : P.context[i] ? CTX : OBJ;
@@ -224,18 +229,8 @@ function drawRegions(g, P, weights, w, h) {
     paint(x1, y1, x2, y1 + line - 1, col, edge); paint(x1, y2 - line + 1, x2, y2, col, edge);
     paint(x1, y1, x1 + line - 1, y2, col, edge); paint(x2 - line + 1, y1, x2, y2, col, edge);
   }
-  const img = g.createImageData(w, h), p = S.photo.data, o = img.data;
-  o.set(p);   // the photo; the layer is laid over it only within the boxes drawn
-  const [bx1, by1, bx2, by2] = shown.reduce(([a, b, c, d], i) => { const r = P.boxes[i].map(Math.round);
-    return [Math.min(a, r[0]), Math.min(b, r[1]), Math.max(c, r[2]), Math.max(d, r[3])]; }, [w, h, -1, -1]);
-  for (let y = Math.max(0, by1); y <= Math.min(h - 1, by2); y++)
-    for (let x = Math.max(0, bx1), j = (y * w + x) * 4; x <= Math.min(w - 1, bx2); x++, j += 4) {
-      const a = layer[j + 3] / 255;
-      if (!a) continue;
-      o[j] = p[j] * (1 - a) + layer[j] * a; o[j + 1] = p[j + 1] * (1 - a) + layer[j + 1] * a;
-      o[j + 2] = p[j + 2] * (1 - a) + layer[j + 2] * a;
-    }
-  g.putImageData(img, 0, 0);
+  g.putImageData(S.photo, 0, 0);
+  g.drawImage(layer, 0, 0);
   const named = shown.filter((i) => i === shown[0] || (!small && !P.context[i]));
   g.font = `${fs}px sans-serif`; g.textBaseline = 'top';
   const texts = named.map((i) => P.context[i] ? `${P.labels[i]} · ${weights[i].toFixed(2)}`
@@ -663,6 +658,33 @@ canvas.addEventListener('click', (e) => {
   if (S.payload && onPhoto(at)) trigger('select', {index: at.map(Math.floor), value: null});
 });
 
+// --- the photos: each fetched once by the name a payload gives it (Studio.view_photo, no turn in the
+// queue), as soon as it is chosen (the server names it then: PHOTO_JS), and decoded to pixels before
+// its caption arrives; shared by every view of the page
+const photos = window.__viewerPhotos || (window.__viewerPhotos = {held: new Map(), ready: null});
+function photoFor(key) {
+  let got = photos.held.get(key);
+  if (!got) {
+    got = server.view_photo(key).then(async (uri) => {
+      if (!uri) throw new Error('the server no longer holds this photo');
+      const im = new Image();
+      im.src = uri;
+      await im.decode();
+      const c = document.createElement('canvas');
+      c.width = im.naturalWidth; c.height = im.naturalHeight;
+      const g = c.getContext('2d', {willReadFrequently: true});
+      g.drawImage(im, 0, 0);
+      photos.ready = key;   // (the benchmark waits for it, as a person's pause before Caption would)
+      return g.getImageData(0, 0, c.width, c.height);
+    });
+    got.catch(() => photos.held.delete(key));
+    photos.held.set(key, got);
+    while (photos.held.size > 4) photos.held.delete(photos.held.keys().next().value);
+  }
+  return got;
+}
+if (main) window.__viewerPrefetch = (key) => { if (key) photoFor(key).catch(() => {}); };
+
 // --- a new trace from the server; a step or a style from the page ---------------------------------
 function load() {
   const V = props.value;
@@ -672,22 +694,22 @@ function load() {
   const P = unpackedAll(V);
   S.key = P.key; S.frames = new Map(); S.frameStyle = null; S.busy = false; S.step = P.step || 0;
   canvas.dataset.receivedAt = String(performance.now());   // the trace arrived (the benchmark splits the wait)
-  const im = new Image();
-  im.src = P.photo;
-  im.decode().then(() => {
+  photoFor(P.photo).then((photo) => {
     if (S.key !== P.key) return;
     canvas.dataset.decodedAt = String(performance.now());
     canvas.width = P.width; canvas.height = P.height;
-    ctx.drawImage(im, 0, 0, P.width, P.height);
-    S.photo = ctx.getImageData(0, 0, P.width, P.height);
-    if (worker && P.kind === 'grid') worker.postMessage({photo: S.photo.data.buffer.slice(0), w: P.width, h: P.height});
+    S.photo = photo;   // (read only: shared with the other views of this photo)
+    if (worker && P.kind === 'grid' && S.workerPhoto !== P.photo) {
+      S.workerPhoto = P.photo;
+      worker.postMessage({photo: photo.data.buffer.slice(0), w: P.width, h: P.height});
+    }
     S.payload = P;
     root.classList.add('ready');
     if (main) { buildStrip(P); watchCaption(); S.tiles.clear(); }
     draw();
     idle(() => warmUp(P));
     canvas.dataset.key = P.key;
-  });
+  }, (err) => { if (S.key === P.key) title.textContent = `${err.message}: choose it again and caption it.`; });
 }
 function watchCaption() {   // the caption re-rendered (the seen words): its selected word and tint again
   const cap = document.querySelector('#caption');

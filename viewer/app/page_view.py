@@ -1,9 +1,10 @@
 """The view drawn in the page: a `gr.HTML` component whose script (page_view.js, beside this file)
 draws a trace's maps on a 2D canvas, as render.py draws them on the server.
 
-The Caption event sends the trace as JSON (`session.view_payload`) in the same reply as the caption: the
-photo once (a JPEG data URI), every step's map (a grid, or region weights over boxes), the paper's
-upsampling operator and the colour tables. Stepping through words, and every change of colour map,
+The Caption event sends the trace as JSON (`session.view_payload`) in the same reply as the caption:
+the photo's name (the page fetches each photo once, as a JPEG data URI, as soon as it is chosen),
+every step's map (a grid, or region weights over boxes), the paper's upsampling operator and the
+colour tables. Stepping through words, and every change of colour map,
 opacity, upsampling or scale, then redraws in the page with no request. render.py stays the
 oracle: tests compare the canvas's pixels with its image of the same step; it still draws the
 exports, Compare and the steered view.
@@ -11,6 +12,7 @@ exports, Compare and the steered view.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import gradio as gr
 
@@ -32,10 +34,15 @@ def constants() -> dict:
 
 class AttentionView(gr.HTML):
     """The page's view of a trace: a canvas, the view's title, and the colour bar; its value is a
-    `view_payload` dict (None: nothing captioned yet)."""
+    `view_payload` dict (None: nothing captioned yet). `photos(key)` gives the photo a payload names
+    as a data URI (Studio.view_photo): the page fetches each photo once, with no turn in the queue."""
 
-    def __init__(self, value: dict | None = None, **kwargs):
+    def __init__(self, photos: Callable[[str], str | None], value: dict | None = None, **kwargs):
         import json
+
+        def view_photo(key: str) -> str | None:
+            return photos(key)
+
         js = "const AV_CONSTANTS = " + json.dumps(constants()) + ";\n" + _read("page_view.js")
         super().__init__(value=value, html_template=_read("page_view.html"), css_template=_read("page_view.css"),
-                         js_on_load=js, **kwargs)
+                         js_on_load=js, server_functions=[view_photo], **kwargs)

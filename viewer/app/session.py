@@ -28,7 +28,7 @@ from ..analysis.diagnose import cell_at
 from ..analysis.grounding import word_class
 from ..analysis.evaluate import caption_scores
 from ..analysis.triage import list_runs, read_run
-from ..engine.images import AttendsTo, Photo, cell_boxes, load_photo
+from ..engine.images import AttendsTo, ImageError, Photo, cell_boxes, load_photo
 from ..paths import TRIAGE_DIR
 from ..engine.pipeline import Captioner, photo_key
 from ..engine.render import (paper_operator, render_cells, render_figure, render_gif, render_heads, render_step, render_strip)
@@ -136,6 +136,15 @@ def view_key(ex: "Exploration") -> bytes:
     return h.digest()
 
 
+@dataclass(frozen=True)
+class OpenedPhoto:
+    """A chosen photo as the app holds it (Studio.open_photo): decoded, its display copy, and the key
+    the page fetches that copy by."""
+    photo: Photo
+    display: np.ndarray
+    key: str
+
+
 @dataclass
 class Exploration:
     photo: Photo
@@ -146,11 +155,11 @@ class Exploration:
     step: int = 0
     prefixes: list[list[int]] = field(default_factory=list)   # branching history (token ids), newest last
     display: np.ndarray | None = None                         # the photo as views draw it (display_copy)
+    display_key: str | None = None                            # names `display` for the page (Studio.view_photo)
     method: str = "attention"                                 # what the views show (analysis/explain.py)
     explained: dict = field(default_factory=dict)             # (method, tokens) -> Explanation, computed so far
     dependence: dict = field(default_factory=dict)            # tokens -> (T,) visual dependence, nats
     sent_view: str | None = None                              # the key of what the page's view holds (Studio.page_view)
-    display_jpeg: bytes | None = None                         # the display copy as the page gets it, once
 
     def __post_init__(self):
         if self.display is None:
@@ -205,6 +214,8 @@ class Studio:
         self._deletions: OrderedDict[tuple, Deletion] = OrderedDict()
         self._dependences: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._computing: dict[tuple, threading.Lock] = {}   # keys being computed by `_once`
+        self._opened: OrderedDict[tuple, OpenedPhoto] = OrderedDict()   # photo files opened (open_photo)
+        self._displays: OrderedDict[str, str] = OrderedDict()             # display copies for the page (view_photo)
         self._lock = threading.Lock()
         self.export_dir = tempfile.mkdtemp(prefix=VIEW_PREFIX)
         atexit.register(self.close)
@@ -240,8 +251,62 @@ class Studio:
 
     # --- exploring -------------------------------------------------------------------------
     def explore(self, photo_source, model: str, settings: DecodeSettings) -> Exploration:
-        photo = photo_source if isinstance(photo_source, Photo) else load_photo(photo_source)
-        return Exploration(photo, model, settings, self.decode(photo, model, settings))
+        """A new Exploration of a photo (a file, opened once: `open_photo`) with a model's decode."""
+        if isinstance(photo_source, Photo):
+            return Exploration(photo_source, model, settings, self.decode(photo_source, model, settings))
+        opened = self.open_photo(photo_source)
+        return Exploration(opened.photo, model, settings, self.decode(opened.photo, model, settings),
+                           display=opened.display, display_key=opened.key)
+
+    # --- a photo before its caption --------------------------------------------------------
+    def open_photo(self, path: str, keep: int = 8) -> OpenedPhoto:
+        """The photo file decoded once (kept by path, size and time), its display copy, and that copy
+        held for the page under its key: a photo is opened when chosen, so Caption does not wait for it."""
+        if not os.path.isfile(path):
+            raise ImageError(f"{os.path.basename(path)}: no such file")
+        st = os.stat(path)
+        key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+        with self._lock:
+            if key in self._opened:
+                self._opened.move_to_end(key)
+                return self._opened[key]
+        photo = load_photo(path)
+        display = display_copy(photo)
+        opened = OpenedPhoto(photo, display, self.hold_display(display))
+        with self._lock:
+            self._opened[key] = opened
+            while len(self._opened) > keep:
+                self._opened.popitem(last=False)
+        return opened
+
+    def prepare(self, path: str, model: str) -> str:
+        """Open a chosen photo and compute the features `model` reads from it, before Caption is
+        clicked (a person's pause hides the encoder, and the detector of region models); returns the
+        key the page fetches the display copy by (`view_photo`), so it is decoded there before the
+        caption arrives too."""
+        opened = self.open_photo(path)
+        if model:
+            self.captioner.inputs(self.captioner.model(model), [opened.photo])
+        return opened.key
+
+    def hold_display(self, display: np.ndarray, keep: int = 16) -> str:
+        """Keep a display copy as the JPEG the page gets (`view_photo`); returns its key (its content's digest)."""
+        key = hashlib.sha1(repr(display.shape).encode() + np.ascontiguousarray(display).tobytes()).hexdigest()[:24]
+        with self._lock:
+            if key in self._displays:
+                self._displays.move_to_end(key)
+                return key
+        data = "data:image/jpeg;base64," + base64.b64encode(jpeg(display, quality=85)).decode()
+        with self._lock:
+            self._displays[key] = data
+            while len(self._displays) > keep:
+                self._displays.popitem(last=False)
+        return key
+
+    def view_photo(self, key: str) -> str | None:
+        """The display copy named `key` as a JPEG data URI, for the page (None: not held any more)."""
+        with self._lock:
+            return self._displays.get(str(key))
 
     def branch(self, ex: Exploration, step: int, word: str) -> Exploration:
         """Replace the token at `step` by `word` (one of its alternatives as shown, or a token of the
@@ -408,9 +473,9 @@ class Studio:
         if ex.sent_view == key:
             return None
         ex.sent_view = key
-        if ex.display_jpeg is None:
-            ex.display_jpeg = jpeg(ex.display, quality=85)
-        return view_payload(ex, title, head, key, ex.display_jpeg)
+        if ex.display_key is None or ex.display_key not in self._displays:
+            ex.display_key = self.hold_display(ex.display)
+        return view_payload(ex, title, head, key)
 
     # --- exporting ---------------------------------------------------------------------------
     def export_path(self, ex: Exploration, suffix: str) -> str:
@@ -493,15 +558,15 @@ def unpacked(value):
     return value
 
 
-def view_payload(ex: Exploration, title: str, head: tuple[int, int] | None, key: str, photo_jpeg: bytes) -> dict:
+def view_payload(ex: Exploration, title: str, head: tuple[int, int] | None, key: str) -> dict:
     """What the page needs to draw every step of `ex`'s shown trace (attention, or the explanation
-    it shows) on `ex.display` (`photo_jpeg`): a few kilobytes per word besides the photo. `head`
-    (layer, head): that head's maps instead of the summary. `key` names the content, so the page
-    does not redo a view it holds."""
+    it shows) on `ex.display`: a few kilobytes per word. The photo is named, not sent: the page
+    fetches it once by that name (Studio.view_photo), usually when it was chosen. `head` (layer,
+    head): that head's maps instead of the summary. `key` names the content, so the page does not
+    redo a view it holds."""
     trace = ex.shown
     h, w = ex.display.shape[:2]
-    out = {"key": key, "title": title, "width": w, "height": h,
-           "photo": "data:image/jpeg;base64," + base64.b64encode(photo_jpeg).decode(),
+    out = {"key": key, "title": title, "width": w, "height": h, "photo": ex.display_key,
            "kind": "regions" if trace.attends_to == AttendsTo.REGIONS else "grid", "step": ex.step,
            "first": first_steps(trace), "word_firsts": [w.first for w in trace.word_spans],
            "tokens": [t.strip() for t in shown_tokens(trace)]}

@@ -105,6 +105,17 @@ class Handlers:
         # the trace goes to the page with the caption, which draws every word's views itself
         return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *self._step_reply(ex, 1, _style(*style)))
 
+    def prepare_photo(self, path, model_name):
+        """A photo chosen, or another model: open the photo and compute what the model reads from it
+        while the person reaches for Caption, and name it for the page to fetch (PHOTO_JS). A file
+        that cannot be read is said once, by Caption."""
+        if not path:
+            return gr.skip()
+        try:
+            return self.studio.prepare(path, model_name)
+        except (ImageError, CheckpointError, ValueError, OSError):
+            return gr.skip()
+
     def _trace_views(self, ex):
         return (gr.Slider(minimum=1, maximum=max(2, ex.n_steps), value=ex.step + 1, step=1),
                 gr.Radio(choices=S.beam_choices(ex), value=ex.beam))
@@ -326,7 +337,7 @@ class Handlers:
         views = []
         for tr in traces:
             one = S.Exploration(ex.photo, tr.model, ex.settings, [tr], step=self._word_step(tr, t), display=ex.display,
-                                display_jpeg=ex.display_jpeg)
+                                display_key=ex.display_key)
             views.append(self.studio.page_view(one, S.Style(), view_title("attention")))
         return views + [None] * (3 - len(views)) + self.compare_lines(traces, t)
 
@@ -358,10 +369,10 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
                     with gr.Column(scale=1, min_width=320, elem_id="inputs"):
                         _explore_inputs(c, models)
                     with gr.Column(scale=3, elem_id="stage"):
-                        _explore_stage(c, models, lecture)
+                        _explore_stage(c, studio, models, lecture)
                         _explore_panels(c)
             with gr.Tab("Compare", id="compare"):
-                _compare_tab(c, models)
+                _compare_tab(c, studio, models)
             with gr.Tab("Triage", id="triage"):
                 _triage_tab(c, studio)
         c.style = [c.upsampling, c.colormap, c.opacity, c.scale, c.show_alpha, c.hard_samples, c.head]
@@ -405,7 +416,7 @@ def _explore_inputs(c, models: list[str]):
                            label="Transformer: which cross-attention map")
 
 
-def _explore_stage(c, models: list[str], lecture: bool):
+def _explore_stage(c, studio: S.Studio, models: list[str], lecture: bool):
     """Explore, the stage: caption, view, stepping and playing, lecture mode, clicking the photo."""
     c.lecture_line = gr.HTML(P.lecture_line(models[0] if models else None),
                            elem_id="lecture-line")
@@ -415,7 +426,8 @@ def _explore_stage(c, models: list[str], lecture: bool):
                                    combine_adjacent=False, show_legend=False, show_inline_category=False,
                                    interactive=False, color_map={"branched": "#93c5fd",
                                                                  "guessed": "#e2e8f0", "said, not seen": "#fca5a5"})
-    c.view = AttentionView(elem_id="view")   # drawn in the page (page_view.js) from the trace
+    c.view = AttentionView(studio.view_photo, elem_id="view")   # drawn in the page (page_view.js) from the trace
+    c.photo_key = gr.Textbox(visible=False)   # the chosen photo's name for the page (prepare_photo, PHOTO_JS)
     with gr.Row(elem_id="controls", equal_height=True):
         c.prev_btn = gr.Button("◀ Previous", elem_id="prev", size="sm")
         c.play_btn = gr.Button("▶ Play", elem_id="play", size="sm")
@@ -491,7 +503,7 @@ def _explore_panels(c):
                        elem_classes=HIDDEN)
 
 
-def _compare_tab(c, models: list[str]):
+def _compare_tab(c, studio: S.Studio, models: list[str]):
     """Compare: the same photo, 2-3 models, synchronised words."""
     gr.Markdown("Same photo (from Explore), 2 or 3 models, synchronised words.")
     with gr.Row():
@@ -503,7 +515,7 @@ def _compare_tab(c, models: list[str]):
     c.cmp_run = gr.Button("Compare", variant="primary", elem_id="cmp-run")
     c.cmp_step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="cmp-step")
     with gr.Row():
-        c.cmp_views = [AttentionView(elem_id=f"cmp-view-{i}") for i in range(3)]
+        c.cmp_views = [AttentionView(studio.view_photo, elem_id=f"cmp-view-{i}") for i in range(3)]
     with gr.Row():
         c.cmp_captions = [gr.Markdown(elem_id=f"cmp-caption-{i}") for i in range(3)]
     c.cmp_figure = gr.Button("PNG of the paper's figure: one row per model, one column per word",
@@ -554,6 +566,7 @@ MODEL = {"concurrency_id": "model", "concurrency_limit": 4}
 STEP_JS = "(t) => { window.__viewerMain?.show(Number(t) - 1); return []; }"
 COMPARE_STEP_JS = ("(t) => { for (const [id, v] of Object.entries(window.__attentionViews || {}))"
                    " if (id.startsWith('cmp-view-')) v.showWord(Number(t) - 1); return []; }")
+PHOTO_JS = "(key) => { window.__viewerPrefetch?.(key); return []; }"
 HEADS_JS = "(heads) => { window.__viewerMain?.drawHeads(heads); return []; }"
 STYLE_JS = ("(upsampling, colormap, opacity, scale, show_alpha, hard_samples) => { window.__viewerStyle = "
             "{upsampling, colormap, opacity, scale, show_alpha, hard_samples};"
@@ -603,6 +616,9 @@ def _wire_tools(c, h: Handlers, studio: S.Studio):
     c.score_btn.click(h.score, [c.explored, c.references], c.scores)
     c.photo.change(lambda path: "\n".join(studio.references_for(path or "")), c.photo, c.references,
                    show_progress="hidden")
+    for chosen in (c.photo, c.model):   # the photo opened and encoded, and in the page, before Caption
+        chosen.change(h.prepare_photo, [c.photo, c.model], c.photo_key, show_progress="hidden", **MODEL)
+    c.photo_key.change(None, c.photo_key, None, js=PHOTO_JS)
     c.occlude_btn.click(h.hide, [c.explored, c.step], c.occluded, **MODEL)
     c.view.select(h.click_photo, [c.explored, c.step, c.click_mode, *c.style], [c.clicked, c.steered_view], **MODEL)
     c.cmp_run.click(h.compare, [c.explored, c.cmp_models, c.cmp_mode, c.cmp_text, *c.style], [c.compared, c.cmp_step],

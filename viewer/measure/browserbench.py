@@ -3,8 +3,11 @@
 For each model and a few photos: upload the photo, choose the model, click Caption, and time
 from the click to the moment the main view (#view, drawn in the page: app/page_view.js) has drawn
 the new trace ("caption to first overlay"). Then step through the words: click words of the caption and
-press ArrowRight, each timed from the input event to the new word drawn; and let Play tick
-a few times, timed as the interval between consecutive overlays (the page's timer ticks every 0.9 s).
+press ArrowRight, each timed from the input event to the new word drawn; hover the photo, timed from the
+pointer's event to the words re-tinted and to the frame that shows them; and let Play tick a few times,
+timed as the interval between consecutive overlays (the page's timer ticks every 0.9 s). By default
+Caption is clicked once the chosen photo is prepared (opened and encoded on the server, decoded in the
+page), as a person's pause lets it be; --click-at-once clicks the moment the upload shows.
 The first caption per model is a warm-up (model load) and is excluded from the statistics.
 With --explain METHOD, each caption is then explained: the click on that "Explain with" choice is
 timed to its first view (the whole caption's maps computed on the server), then a few words are
@@ -26,6 +29,7 @@ counted. JSON goes to stdout (and --out), a short table to stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -116,6 +120,14 @@ PAGE_PROBE = """
   };
   window.addEventListener('input', (e) => { if (e.target.closest?.('#step')) moved(); }, true);
   new MutationObserver(moved).observe(step, {subtree: true, childList: true, attributes: true});
+  // hovering the photo: from the pointer's event to the words re-tinted (the view's own listener has
+  // run when the event bubbles up to window) and to the frame that shows them (the next animation frame)
+  B.hovers = [];
+  window.addEventListener('pointermove', (e) => {
+    if (!e.isTrusted || !e.target.closest?.('#view canvas')) return;
+    const t0 = e.timeStamp, tinted = performance.now(), looked = document.querySelectorAll('#caption .token[data-looked]').length;
+    requestAnimationFrame(() => B.hovers.push({tinted: tinted - t0, frame: performance.now() - t0, looked}));
+  });
   B.arm = (trigger) => {
     B.armed = {trigger, baseline: src(), pbaseline: pre(), t0: null, srcSet: null, loaded: null, first: null,
                panel: null, src: null, polled: false};
@@ -250,8 +262,8 @@ class FreshCopies:
 class Page:
     """The viewer's Explore tab in one browser page, with the timing probe installed."""
 
-    def __init__(self, page, url: str, timeout_s: float, grace_ms: float = 1000):
-        self.page, self.timeout_ms, self.grace_ms = page, timeout_s * 1000, grace_ms
+    def __init__(self, page, url: str, timeout_s: float, grace_ms: float = 1000, pause: bool = True):
+        self.page, self.timeout_ms, self.grace_ms, self.pause = page, timeout_s * 1000, grace_ms, pause
         page.set_default_timeout(60_000)
         page.goto(url)
         page.wait_for_selector("#run")
@@ -267,14 +279,22 @@ class Page:
 
     def upload(self, path: str) -> None:
         """Put a photo in #photo and wait until the upload is shown (the Caption click would otherwise
-        race it). The same file name already shown is kept as it is."""
+        race it); with `pause`, also until the page holds the photo, prepared (opened and encoded on
+        the server, decoded in the page), as a person's pause before Caption lets it be. The same
+        file name already shown is kept as it is."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
         name = os.path.basename(path)
         shown = ("n => { const i = document.querySelector('#photo img');"
                  "       return !!i && decodeURIComponent(i.src).endsWith('/' + n); }")
         if self.page.evaluate(shown, name):
             return
+        ready = "() => window.__viewerPhotos?.ready ?? null"
+        before = self.page.evaluate(ready)
         self.page.locator("#photo input[type=file]").set_input_files(path)
         self.page.wait_for_function(shown, arg=name)
+        if self.pause:
+            with contextlib.suppress(PlaywrightTimeout):   # (a photo the server cannot read: Caption says so)
+                self.page.wait_for_function(f"b => ({ready})() !== b", arg=before, timeout=10_000, polling=POLL_MS)
 
     def measure(self, action, trigger: str = "input", timeout_ms: float | None = None) -> dict:
         """Arm the probe, run `action` (real Playwright input), and wait for the new view image."""
@@ -324,6 +344,23 @@ class Page:
 
     def arrow_right(self) -> dict:
         return self.measure(lambda: self.page.keyboard.press("ArrowRight"))
+
+    def hover(self, n: int) -> list[dict]:
+        """Move the pointer to n places across the photo; each timed to its frame (`ms`) and to the
+        words re-tinted (`tinted_ms`). A move that tints no word counts as 'unchanged'."""
+        self.page.locator("#view canvas").scroll_into_view_if_needed()
+        box = self.page.evaluate("() => window.__viewerMain.picture()")
+        out = []
+        for k in range(n):
+            f = (k + 0.5) / n
+            seen = self.page.evaluate("() => window.__bench.hovers.length")
+            self.page.mouse.move(box["left"] + f * box["width"], box["top"] + (1 - f) * box["height"])
+            self.page.wait_for_function("n => window.__bench.hovers.length > n", arg=seen, polling=POLL_MS)
+            h = self.page.evaluate("() => window.__bench.hovers.at(-1)")
+            out.append({"outcome": "shown" if h["looked"] else "unchanged", "ms": round(h["frame"], 1),
+                        "tinted_ms": round(h["tinted"], 1)})
+        self.page.mouse.move(1, 1)   # off the photo: the words untinted
+        return out
 
     def step_value(self) -> int:
         return int(self.page.locator("#step input[type=range]").input_value())
@@ -391,9 +428,10 @@ def run_browser_bench(url: str, models: list[str] | None = None, photos: list[st
                       clicks: int = 3, arrows: int = 3, ticks: int = 3, timeout_s: float = 10,
                       caption_timeout_s: float = 60, warmup_timeout_s: float = 300, fresh: bool = True,
                       viewport: tuple[int, int] = (1280, 800), chromium: str | None = None, log=None,
-                      explain: str | None = None, pair: bool = False) -> dict:
+                      explain: str | None = None, pair: bool = False, pause: bool = True) -> dict:
     """Drive the app at `url` in headless chromium; returns per-model timings (see the module doc), and
-    with `pair` the two-browsers measurement of the first model (`two_browsers`)."""
+    with `pair` the two-browsers measurement of the first model (`two_browsers`). `pause`: Caption is
+    clicked once the chosen photo is prepared (else the moment its upload shows)."""
     from playwright.sync_api import sync_playwright
 
     check_loopback(url)
@@ -414,13 +452,15 @@ def run_browser_bench(url: str, models: list[str] | None = None, photos: list[st
               "settings": {"photos": [os.path.basename(p) for p in photos],
                            "warmup_photo": os.path.basename(warm_photo),
                            "clicks": clicks, "arrows": arrows, "ticks": ticks, "timeout_s": timeout_s,
-                           "caption_timeout_s": caption_timeout_s, "fresh_photos": fresh, "explain": explain},
+                           "caption_timeout_s": caption_timeout_s, "fresh_photos": fresh, "explain": explain,
+                           "pause_before_caption": pause},
               "models": {}, "errors": []}
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
             result["browser"] = f"chromium {browser.version}"
-            page = Page(browser.new_page(viewport={"width": viewport[0], "height": viewport[1]}), url, timeout_s)
+            page = Page(browser.new_page(viewport={"width": viewport[0], "height": viewport[1]}), url, timeout_s,
+                        pause=pause)
             for model in models:
                 result["models"][model] = _bench_model(page, model, photos, warm_photo, copies, clicks, arrows, ticks,
                                                        caption_timeout_s, warmup_timeout_s, log, explain)
@@ -478,6 +518,8 @@ def _bench_model(page: Page, model: str, photos, warm_photo, copies, clicks, arr
     for name, kinds in (("caption_to_first_overlay", ("caption",)), ("stepping", ("click", "arrow")), ("restyle", ("restyle",))):
         out[name] = _stats([s for s in samples if s["kind"] in kinds])
         out[name + "_exact"] = _stats([s for s in samples if s["kind"] in kinds], "exact_ms")
+    out["hover"] = _stats([s for s in samples if s["kind"] == "hover"])
+    out["hover_tinted"] = _stats([s for s in samples if s["kind"] == "hover"], "tinted_ms")
     out["stepping_by_input"] = {k: _stats([s for s in samples if s["kind"] == k]) for k in ("click", "arrow")}
     captions = [s for s in samples if s["kind"] == "caption" and s.get("server_ms") is not None]
     out["caption_server"] = _stats([{"outcome": "shown", "ms": s["server_ms"]} for s in captions])
@@ -528,7 +570,8 @@ def two_browsers(browser, url: str, model: str, photos, copies, viewport, timeou
 
 
 def _step_through(page: Page, add, clicks: int, arrows: int, ticks: int) -> None:
-    """Click words (last to second), then ArrowRight, then the three upsamplings, then a few play ticks."""
+    """Click words (last to second), then ArrowRight, then the three upsamplings, hover the photo, then a
+    few play ticks."""
     n = page.words()
     for index in word_targets(n, clicks):
         add("click", page.click_word(index), word=index + 1)
@@ -539,6 +582,8 @@ def _step_through(page: Page, add, clicks: int, arrows: int, ticks: int) -> None
         add("arrow", page.arrow_right(), word=at + 1)
     for upsampling in ("bilinear", "blocky", "smooth"):   # back to the default last
         add("restyle", page.restyle(upsampling))
+    for r in page.hover(6):
+        add("hover", r)
     if ticks and n >= 2:
         for r in page.play_ticks(ticks, n):
             add("play", r)
@@ -565,6 +610,9 @@ def table(result: dict) -> str:
                     f"{cell(r['stepping']):<28} {cell(r.get('restyle')):<24} {cell(r.get('play_interval'))}")
         rows.append(f"{'  exact':<10} {'':>9}  {cell(r.get('caption_to_first_overlay_exact')):<38} {'':<30} "
                     f"{cell(r.get('stepping_exact')):<28} {cell(r.get('restyle_exact')):<24}")
+    for model, r in result["models"].items():
+        rows.append(f"{model}: hovering the photo -> words re-tinted p50/p90 ms {cell(r.get('hover_tinted'))}, "
+                    f"-> the frame showing them {cell(r.get('hover'))}")
     if "two_browsers" in result:
         pair = result["two_browsers"]
         rows.append(f"two browsers ({pair['model']}): A's steps p50/p90 ms alone {cell(pair['a_alone'])}, "
@@ -606,6 +654,8 @@ def main(argv=None) -> int:
                         "relevancy) on each caption, and stepping through its views")
     parser.add_argument("--pair", action="store_true", help="also time two browsers at once: one steps through its "
                         "words while the other captions (the first model)")
+    parser.add_argument("--click-at-once", action="store_true", help="click Caption the moment the upload shows, "
+                        "not once the photo is prepared (opened and encoded on the server, in the page)")
     parser.add_argument("--checkpoints", help="when starting the app: its --checkpoints folder")
     parser.add_argument("--device", help="when starting the app: cpu or cuda")
     parser.add_argument("--out", help="also write the JSON here")
@@ -625,7 +675,8 @@ def main(argv=None) -> int:
             url = app.url
         result = run_browser_bench(url, args.models, args.photo_files, args.photos, args.clicks, args.arrows,
                                    args.ticks, args.timeout, args.caption_timeout, fresh=not args.reuse_photos,
-                                   viewport=(width, height), log=log, explain=args.explain, pair=args.pair)
+                                   viewport=(width, height), log=log, explain=args.explain, pair=args.pair,
+                                   pause=not args.click_at_once)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
