@@ -143,15 +143,12 @@ function colourBar(g, w, h, cmap, marker, left, right, label) {
   const bw = Math.floor(Math.min(Math.max(w * 0.28, 96), 280)), fs = Math.max(10, Math.floor(bw / 14));
   const rampH = Math.max(6, Math.floor(bw / 18)), pad = 4, bh = 2 * fs + rampH + 3 * pad;
   if (bh + 8 > h || bw + 8 > w) return;
-  const x0 = 6, y0 = h - bh - 6, lut = C.luts[cmap];
+  const x0 = 6, y0 = h - bh - 6;
   g.save();
   g.globalAlpha = 0.85;
   g.fillStyle = 'rgb(24,24,24)'; g.fillRect(x0, y0, bw, bh);
   const n = bw - 2 * pad;
-  for (let i = 0; i < n; i++) {
-    const c = lut[Math.floor(i * 255 / Math.max(n - 1, 1))];
-    g.fillStyle = `rgb(${c[0]},${c[1]},${c[2]})`; g.fillRect(x0 + pad + i, y0 + pad + fs + pad, 1, rampH);
-  }
+  g.drawImage(ramp(cmap, n, rampH), x0 + pad, y0 + pad + fs + pad);
   g.font = `${fs}px sans-serif`; g.textBaseline = 'top';
   g.fillStyle = '#fff'; g.textAlign = 'left'; g.fillText(label, x0 + pad, y0 + pad);
   const y = y0 + pad + fs + pad + rampH + 1;
@@ -163,6 +160,22 @@ function colourBar(g, w, h, cmap, marker, left, right, label) {
     g.moveTo(mx - 4, top - 1); g.lineTo(mx + 4, top - 1); g.lineTo(mx, top + rampH * 0.6); g.fill();
   }
   g.restore();
+}
+
+function ramp(cmap, n, h) {   // the colour bar's ramp: n columns of the colour table, made once
+  const key = `${cmap}|${n}|${h}`, made = (window.__viewerRamps = window.__viewerRamps || new Map());
+  if (!made.has(key)) {
+    const c = document.createElement('canvas'), lut = C.luts[cmap];
+    c.width = n; c.height = h;
+    const g = c.getContext('2d'), img = g.createImageData(n, h);
+    for (let y = 0; y < h; y++) for (let i = 0; i < n; i++) {
+      const v = lut[Math.floor(i * 255 / Math.max(n - 1, 1))], j = (y * n + i) * 4;
+      img.data[j] = v[0]; img.data[j + 1] = v[1]; img.data[j + 2] = v[2]; img.data[j + 3] = 255;
+    }
+    g.putImageData(img, 0, 0);
+    made.set(key, c);
+  }
+  return made.get(key);
 }
 
 // render.render_cells: a cell's outline drawn inside its box, as PIL's rectangle(width=...) does.
@@ -229,7 +242,7 @@ function drawRegions(g, P, weights, w, h) {
     paint(x1, y1, x2, y1 + line - 1, col, edge); paint(x1, y2 - line + 1, x2, y2, col, edge);
     paint(x1, y1, x1 + line - 1, y2, col, edge); paint(x2 - line + 1, y1, x2, y2, col, edge);
   }
-  g.putImageData(S.photo, 0, 0);
+  g.drawImage(S.photoCanvas, 0, 0);
   g.drawImage(layer, 0, 0);
   const named = shown.filter((i) => i === shown[0] || (!small && !P.context[i]));
   g.font = `${fs}px sans-serif`; g.textBaseline = 'top';
@@ -262,11 +275,11 @@ function coverFrame(P, t, upsampling) {
   const img = ctx.createImageData(w, h);
   shade(S.photo, brightness(d, COVER.scale), COVER.colormap, COVER.opacity, img);
   let dmax = 0; for (let i = 0; i < d.length; i++) if (d[i] > dmax) dmax = d[i];
-  return {pixels: img.data, dmax};
+  return [img, dmax];
 }
 
 
-// --- frames: each word's picture in the current style, made ahead so a step is one putImageData --------
+// --- frames: each word's picture in the current style, made ahead so a step is one drawImage ------------
 // Frame t is word t's view, frame 'c'+t its coverage (the Explore view only). Grid maps are made in a
 // worker (the same functions, one frame at a time: the shown word's view and coverage, then the
 // others nearest first); region views on the main thread between events. A grid view missing when
@@ -282,19 +295,27 @@ onmessage = (e) => {
   const out = {data: new Uint8ClampedArray(W * H * 4)};
   shade(photo, light, m.style.colormap, Number(m.style.opacity), out);
   let dmax = 0; for (let i = 0; i < d.length; i++) if (d[i] > dmax) dmax = d[i];
-  postMessage({key: m.key, t: m.t, style: m.styleKey, pixels: out.data.buffer, dmax}, [out.data.buffer]);
+  postMessage({key: m.key, t: m.t, style: m.styleKey, pixels: out.data.buffer, w: W, dmax}, [out.data.buffer]);
 };`;
 let worker = null;
 try { worker = new Worker(URL.createObjectURL(new Blob([KERNEL], {type: 'text/javascript'}))); } catch (e) { worker = null; }
 if (worker) worker.onmessage = (e) => {
   const r = e.data;
   S.busy = false;
-  if (r.key === S.key && r.style === S.frameStyle) keep(r.t, {pixels: new Uint8ClampedArray(r.pixels), dmax: r.dmax});
+  if (r.key === S.key && r.style === S.frameStyle) keep(r.t, new ImageData(new Uint8ClampedArray(r.pixels), r.w), r.dmax);
   ahead();
 };
 
-function keep(id, frame) {   // a frame made: drawn if its word's preview is shown, its coverage drawn, its strip tile when idle
+// A frame made (its pixels, or a canvas holding them): drawn if its word's preview is shown, its coverage
+// drawn, its strip tile when idle. It is then turned into a bitmap (off the page's thread), so that
+// showing it is one drawImage, not a conversion of every pixel (paintFrame).
+function keep(id, image, dmax) {
+  const frame = {image, bitmap: null, dmax}, key = S.key, style = S.frameStyle;
   S.frames.set(id, frame);
+  createImageBitmap(image).then((bitmap) => {
+    if (S.key !== key || S.frameStyle !== style || S.frames.get(id) !== frame) { bitmap.close(); return; }
+    frame.bitmap = bitmap; frame.image = null;
+  }, () => {});
   if (id === S.previewing && id === S.step) draw();
   if (!main) return;
   if (typeof id === 'number') { S.tiles.add(id); if (!S.tileTask) S.tileTask = idle(drawTiles); }
@@ -306,15 +327,14 @@ function gridFrame(P, t, st) {
   const img = ctx.createImageData(P.width, P.height);
   shade(S.photo, brightness(d, st.scale), st.colormap, Number(st.opacity), img);
   let dmax = 0; for (let i = 0; i < d.length; i++) if (d[i] > dmax) dmax = d[i];
-  return {pixels: img.data, dmax};
+  return [img, dmax];
 }
 
-function regionFrame(P, t) {
-  const off = S.offscreen || (S.offscreen = document.createElement('canvas'));
+function regionFrame(P, t) {   // on a canvas of its own (kept until its bitmap is made)
+  const off = document.createElement('canvas');
   off.width = P.width; off.height = P.height;
-  const g = off.getContext('2d', {willReadFrequently: true});
-  drawRegions(g, P, P.maps[t], P.width, P.height);
-  return {pixels: g.getImageData(0, 0, P.width, P.height).data, dmax: null};
+  drawRegions(off.getContext('2d'), P, P.maps[t], P.width, P.height);
+  return [off, null];
 }
 
 function nextFrame(P) {   // the shown word's view and coverage, then the other words', nearest first
@@ -338,7 +358,7 @@ function ahead() {   // the next missing frame (none while a new trace's photo i
     setTimeout(() => {
       S.busy = false;
       if (S.payload === P && !S.frames.has(id) && S.frameStyle === frameKey(P, st))
-        keep(id, cover ? coverFrame(P, t, st.upsampling) : P.kind === 'regions' ? regionFrame(P, t) : gridFrame(P, t, st));
+        keep(id, ...(cover ? coverFrame(P, t, st.upsampling) : P.kind === 'regions' ? regionFrame(P, t) : gridFrame(P, t, st)));
       ahead();
     }, 0);
     return;
@@ -358,20 +378,20 @@ function draw() {
   if (S.frameStyle !== sk) { S.frames = new Map(); S.frameStyle = sk; }
   let exact = true;
   if (P.kind === 'regions') {   // drawn straight onto the canvas when its frame is not made yet (ahead makes it)
-    if (S.frames.has(t)) ctx.putImageData(new ImageData(S.frames.get(t).pixels, w, h), 0, 0);
+    if (S.frames.has(t)) paintFrame(ctx, S.frames.get(t), w, h);
     else drawRegions(ctx, P, P.maps[t], w, h);
   } else {
     const map = P.maps[t], hard = P.samples[t] !== null;
     if (st.show_alpha || !hard) {
-      if (!S.frames.has(t) && !worker) keep(t, gridFrame(P, t, st));
+      if (!S.frames.has(t) && !worker) keep(t, ...gridFrame(P, t, st));
       const f = S.frames.get(t), peak = Math.max(...map);
-      if (f) ctx.putImageData(new ImageData(f.pixels, w, h), 0, 0);
+      if (f) paintFrame(ctx, f, w, h);
       exact = !!f;
       const dmax = f ? f.dmax : preview(P, t, st);
       if (st.scale === 'absolute') colourBar(ctx, w, h, st.colormap, Math.pow(Math.min(dmax / C.full_weight, 1), C.gamma),
         '0', `${Math.round(C.full_weight * 100)}%/cell`, `peak cell ${pct(peak)}`);
       else colourBar(ctx, w, h, st.colormap, 1, 'min', 'max', `peak cell ${pct(peak)} (stretched)`);
-    } else ctx.putImageData(S.photo, 0, 0);
+    } else ctx.drawImage(S.photoCanvas, 0, 0);
     if (hard) {
       const n = Number(st.hard_samples) || 1;
       if (n > 1 && P.draws[t]) for (const c of new Set(P.draws[t].slice(0, n))) cellOutline(ctx, P.cells[c], 'rgb(255,150,0)', w, h);
@@ -407,7 +427,7 @@ function preview(P, t, st) {
     else { const c = lut[Math.floor(l * 255)]; o[j] = c[0]; o[j + 1] = c[1]; o[j + 2] = c[2]; o[j + 3] = 255 * op; }
   }
   g.putImageData(img, 0, 0);
-  ctx.putImageData(S.photo, 0, 0);
+  ctx.drawImage(S.photoCanvas, 0, 0);
   ctx.imageSmoothingEnabled = st.upsampling !== 'blocky';
   ctx.drawImage(layer, 0, 0, P.width, P.height);
   ctx.imageSmoothingEnabled = true;
@@ -472,7 +492,7 @@ function drawCoverage(t) {
   if (!P || !c || !f) return;
   if (c.width !== P.width || c.height !== P.height) { c.width = P.width; c.height = P.height; }
   const g = c.getContext('2d'), grid = P.kind !== 'regions';
-  g.putImageData(new ImageData(f.pixels, P.width, P.height), 0, 0);
+  paintFrame(g, f, P.width, P.height);
   const peak = grid ? Math.max(...coverage(P, t)) : f.dmax;
   colourBar(g, P.width, P.height, COVER.colormap, 1.0, '0', peak.toFixed(2),
     `summed attention, peak ${grid ? 'cell' : 'pixel'} ${peak.toFixed(2)}`);
@@ -600,16 +620,21 @@ function warmUp(P) {   // a small frame in every upsampling on the page's own th
     for (const sc of ['absolute', 'stretch']) shade(img, brightness(density(P.maps[0], P.side, w, h, up, P.paper), sc), 'paper', 0.8, img);
 }
 
-function scaledInto(g, pixels, P, w, h) {   // a view-sized picture drawn at w x h by the browser
-  const src = S.staging || (S.staging = document.createElement('canvas'));
-  if (src.width !== P.width || src.height !== P.height) { src.width = P.width; src.height = P.height; }
-  src.getContext('2d').putImageData(new ImageData(pixels, P.width, P.height), 0, 0);
+function paintFrame(g, f, w, h) {   // a frame drawn at w x h (its view's size, or a strip tile's)
+  if (f.bitmap) { g.drawImage(f.bitmap, 0, 0, w, h); return; }
+  let src = f.image;
+  if (src instanceof ImageData) {
+    if (src.width === w && src.height === h) { g.putImageData(src, 0, 0); return; }
+    src = S.staging || (S.staging = document.createElement('canvas'));
+    if (src.width !== f.image.width || src.height !== f.image.height) { src.width = f.image.width; src.height = f.image.height; }
+    src.getContext('2d').putImageData(f.image, 0, 0);
+  }
   g.drawImage(src, 0, 0, w, h);
 }
 
 function tile(t) {
   const P = S.payload, f = S.frames.get(t), c = document.querySelector(`#strip .av-tile[data-t="${t}"] canvas`);
-  if (P && f && c) scaledInto(c.getContext('2d'), f.pixels, P, c.width, c.height);
+  if (P && f && c) paintFrame(c.getContext('2d'), f, c.width, c.height);
 }
 
 // --- the inverse view: which words looked at the place under the pointer -------------------------
@@ -672,10 +697,10 @@ function photoFor(key) {
       await im.decode();
       const c = document.createElement('canvas');
       c.width = im.naturalWidth; c.height = im.naturalHeight;
-      const g = c.getContext('2d', {willReadFrequently: true});
+      const g = c.getContext('2d');
       g.drawImage(im, 0, 0);
       photos.ready = key;   // (the benchmark waits for it, as a person's pause before Caption would)
-      return g.getImageData(0, 0, c.width, c.height);
+      return {pixels: g.getImageData(0, 0, c.width, c.height), canvas: c};   // (read only: views share them)
     });
     got.catch(() => photos.held.delete(key));
     photos.held.set(key, got);
@@ -698,10 +723,10 @@ function load() {
     if (S.key !== P.key) return;
     canvas.dataset.decodedAt = String(performance.now());
     canvas.width = P.width; canvas.height = P.height;
-    S.photo = photo;   // (read only: shared with the other views of this photo)
+    S.photo = photo.pixels; S.photoCanvas = photo.canvas;   // the pixels to shade, the canvas to draw
     if (worker && P.kind === 'grid' && S.workerPhoto !== P.photo) {
       S.workerPhoto = P.photo;
-      worker.postMessage({photo: photo.data.buffer.slice(0), w: P.width, h: P.height});
+      worker.postMessage({photo: S.photo.data.buffer.slice(0), w: P.width, h: P.height});
     }
     S.payload = P;
     root.classList.add('ready');
