@@ -318,6 +318,8 @@ def test_stepping_playing_and_restyling_make_no_request(server):
         pixels = np.array(got["pixels"], np.uint8).reshape(got["h"], got["w"], 4)[..., :3].astype(int)
         want = render_coverage(ex.display, trace, 1, "bilinear").astype(int)
         assert pixels.shape == want.shape and np.abs(pixels - want)[:-BAR_ROWS].mean() <= GRID_TOLERANCE
+        peak = np.sum([np.asarray(trace.steps[s].attention, np.float64) for s in range(2)], axis=0).max()
+        expect(page.locator("#coverage .av-caption")).to_contain_text(f"peak cell {peak:.2f}")   # legible above it
 
         # a next word chosen in the page is the one the server branches with
         alt = next(w for w, _ in trace.steps[1].alternatives if w != trace.steps[1].word and not w.startswith("<"))

@@ -493,10 +493,11 @@ function drawCoverage(t) {
   if (c.width !== P.width || c.height !== P.height) { c.width = P.width; c.height = P.height; }
   const g = c.getContext('2d'), grid = P.kind !== 'regions';
   paintFrame(g, f, P.width, P.height);
-  const peak = grid ? Math.max(...coverage(P, t)) : f.dmax;
-  colourBar(g, P.width, P.height, COVER.colormap, 1.0, '0', peak.toFixed(2),
-    `summed attention, peak ${grid ? 'cell' : 'pixel'} ${peak.toFixed(2)}`);
+  const peak = grid ? Math.max(...coverage(P, t)) : f.dmax, said = `peak ${grid ? 'cell' : 'pixel'} ${peak.toFixed(2)}`;
+  colourBar(g, P.width, P.height, COVER.colormap, 1.0, '0', peak.toFixed(2), `summed attention, ${said}`);
   c.dataset.shown = `${S.key}|${t}|${S.frameStyle}`;
+  const note = c.parentElement.querySelector('.av-caption');   // (the bar's text is small in this panel: said here too)
+  if (note) note.textContent = `Coverage: attention summed up to this word, ${said}`;
 }
 
 // The heads grid (layers as rows, heads as columns, as render.py's render_heads): each head's map of
