@@ -310,10 +310,10 @@ if (worker) worker.onmessage = (e) => {
 // drawn, its strip tile when idle. It is then turned into a bitmap (off the page's thread), so that
 // showing it is one drawImage, not a conversion of every pixel (paintFrame).
 function keep(id, image, dmax) {
-  const frame = {image, bitmap: null, dmax}, key = S.key, style = S.frameStyle;
+  const frame = {image, bitmap: null, dmax};
   S.frames.set(id, frame);
-  createImageBitmap(image).then((bitmap) => {
-    if (S.key !== key || S.frameStyle !== style || S.frames.get(id) !== frame) { bitmap.close(); return; }
+  createImageBitmap(image).then((bitmap) => {   // (a new trace or style starts a new S.frames)
+    if (S.frames.get(id) !== frame) { bitmap.close(); return; }
     frame.bitmap = bitmap; frame.image = null;
   }, () => {});
   if (id === S.previewing && id === S.step) draw();

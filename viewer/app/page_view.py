@@ -40,7 +40,7 @@ class AttentionView(gr.HTML):
     def __init__(self, photos: Callable[[str], str | None], value: dict | None = None, **kwargs):
         import json
 
-        def view_photo(key: str) -> str | None:
+        def view_photo(key: str) -> str | None:   # (a plain function: Gradio marks it and calls it by its name)
             return photos(key)
 
         js = "const AV_CONSTANTS = " + json.dumps(constants()) + ";\n" + _read("page_view.js")
