@@ -2,6 +2,8 @@
 shards give the same report; interrupted runs resume with nothing lost or repeated; faults in a
 worker are retried; a photo that always fails is an error record. Ray starts once per session."""
 import csv
+import functools
+import glob
 import json
 import os
 import shutil
@@ -102,8 +104,9 @@ def test_local_ray_and_merged_shards_give_the_same_report(command, ray_session, 
     expected = _reports(local, command)
     assert _reports(on_ray, command) == expected
     assert _reports(shards, command) == expected
-    fingerprint, records = read_dirs([shards])
+    fingerprint, ids, records = read_dirs([shards])
     assert [r["index"] for r in records] == list(range(len(records))) and fingerprint["command"] == command
+    assert [r["id"] for r in records] == ids
     halves = [len(RecordFile(os.path.join(shards, f"records.shard-{i}-of-2.jsonl"), fingerprint).done) for i in (1, 2)]
     assert all(halves), "each shard ran some photos"
     if command == "evaluate":
@@ -140,7 +143,7 @@ def test_resuming_computes_only_the_missing_photos(tmp_path):
     done = subprocess.run([sys.executable, "-c", script, "-1"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert open(calls).read().split() == ["0", "1", "2", "3", "3", "4", "5"]   # only 3 (never written) ran again
-    fingerprint, records = read_dirs([out])
+    fingerprint, _, records = read_dirs([out])
     assert [r["value"] for r in records] == [2 * i for i in range(6)] and fingerprint["command"] == "toy"
 
 
@@ -150,13 +153,91 @@ def test_the_fingerprint_refuses_to_mix_settings(tiny_checkpoints, tiny_data, co
     _run(capsys, *argv)
     assert cli(argv + ["--greedy"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and "other settings" in err and err.count("\n") == 1
+    assert err.startswith("error: ") and "other settings (decode.greedy changed)" in err and err.count("\n") == 1
     assert cli(["merge", str(tmp_path / "nothing")]) == 2 and "no such folder" in capsys.readouterr().err
+
+
+def test_a_rerun_with_other_photos_or_data_never_returns_the_old_records(tiny_checkpoints, tiny_data, tmp_path,
+                                                                         capsys):
+    """caption A B --out D, then caption C D --out D: refused, naming what changed; so is the same
+    path holding another photo, and triage over another data folder with the same split name."""
+    images = sorted(glob.glob(os.path.join(tiny_data, "images", "*.jpg")))
+    base = ["--checkpoints", tiny_checkpoints, "caption", "--model", "transformer", "--greedy", "--max-len", "4"]
+    out = str(tmp_path / "D")
+    first = _run(capsys, *base, *images[:2], "--out", out)
+    assert cli(base + images[2:4] + ["--out", out]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "items.count" not in err and "items.digest changed" in err
+    assert _run(capsys, *base, *images[:2], "--out", out) == first   # the same photos: every record reused
+    swapped = tmp_path / "photo.jpg"
+    shutil.copy(images[0], swapped)
+    _run(capsys, *base, str(swapped), "--out", str(tmp_path / "E"))
+    shutil.copy(images[1], swapped)   # another photo at the same path
+    assert cli(base + [str(swapped), "--out", str(tmp_path / "E")]) == 2 and "items.digest" in capsys.readouterr().err
+    other = tmp_path / "other-data"
+    shutil.copytree(tiny_data, other)
+    with open(other / "captions.txt", "a") as f:
+        f.write(f"{os.path.basename(images[0])}#9\ta dog runs on the grass\n")
+    triage = ["--checkpoints", tiny_checkpoints, "triage", "--model", "sat-soft", "--split", "train", "--limit", "2",
+              "--out", str(tmp_path / "T")]
+    _run(capsys, *triage, "--data", tiny_data)
+    assert cli(triage + ["--data", str(other)]) == 2
+    assert "data_digest" in capsys.readouterr().err
+
+
+def test_a_record_is_reused_only_for_the_photo_it_is_about(tmp_path):
+    """A file whose record at an index names another photo: that index is computed again."""
+    calls, out = str(tmp_path / "calls.txt"), str(tmp_path / "out")
+    job = toy_job(calls)
+    run(job, out)
+    path = os.path.join(out, "records.jsonl")
+    lines = open(path).read().splitlines()
+    wrong = json.loads(lines[3])
+    wrong.update(id="another.jpg", value=-1)
+    open(path, "w").write("\n".join(lines[:3] + [json.dumps(wrong)] + lines[4:]) + "\n")
+    records = run(job, out)
+    assert [r["value"] for r in records] == [2 * i for i in range(6)]
+    assert open(calls).read().split()[6:] == ["2"]   # only the photo whose record named another
+
+
+def test_a_failed_photo_is_retried_on_resume_and_merge_names_missing_and_failed(tmp_path, capsys, monkeypatch):
+    import viewer.commands
+    from viewer.commands import merge
+    calls, out = str(tmp_path / "calls.txt"), str(tmp_path / "out")
+    ids = ["photo0", "broken", "photo2"]
+    first = run(toy_job(calls, ids=ids), out)
+    assert "error" in first[1]
+    again = run(toy_job(calls, ids=ids), out)   # still broken: tried once more in this run, still an error record
+    assert open(calls).read().split() == ["0", "1", "2", "1"] and "error" in again[1]
+    fixed = toy_job(calls, ids=ids)
+    fixed.worker = functools.partial(toy_worker, calls, healed=True)
+    records = run(fixed, out)
+    assert [r.get("value") for r in records] == [0, 2, 4] and open(calls).read().split()[-1] == "1"
+    assert [r.get("value") for r in read_dirs([out])[2]] == [0, 2, 4]   # the new record replaces the error record
+    shards = str(tmp_path / "shards")
+    run(toy_job(calls, ids=ids), shards, shard=(1, 2))
+    monkeypatch.setitem(viewer.commands.BATCH_COMMANDS, "toy", type("Toy", (), {
+        "reduce": staticmethod(lambda f, r: r), "write": staticmethod(lambda r, o, f: {})}))
+    code = merge.run(type("Args", (), {"folders": [shards], "out": None, "json": False})())
+    err = capsys.readouterr().err
+    assert code == 2 and "1 photos: broken" in err and "missing" in err   # shard 2 (broken) never ran
+
+
+def test_a_whole_last_record_without_its_newline_is_kept_once(tmp_path):
+    calls, out = str(tmp_path / "calls.txt"), str(tmp_path / "out")
+    run(toy_job(calls), out)
+    path = os.path.join(out, "records.jsonl")
+    text = open(path).read()
+    open(path, "w").write(text.rstrip("\n"))   # the last record lost only its newline
+    records = run(toy_job(calls), out)
+    assert len(open(calls).read().split()) == 6   # nothing computed again
+    assert [json.loads(line)["index"] for line in open(path).read().splitlines()[1:]] == list(range(6))
+    assert [r["value"] for r in records] == [2 * i for i in range(6)]
 
 
 # A toy job: the engine is generic, and faults are cheapest to inject where no model loads.
 
-def toy_worker(calls: str, die_at: int = -1, marker: str | None = None):
+def toy_worker(calls: str, die_at: int = -1, marker: str | None = None, healed: bool = False):
     def records(items):
         out = []
         for item in items:
@@ -168,7 +249,7 @@ def toy_worker(calls: str, die_at: int = -1, marker: str | None = None):
                 os._exit(9)   # as a kill or an out-of-memory would: no exception, no cleanup
             if item["id"] == "poison":
                 os._exit(9)   # dies every time
-            if item["id"] == "broken":
+            if item["id"] == "broken" and not healed:
                 raise ValueError("cannot read this photo")
             out.append({"index": item["index"], "id": item["id"], "value": 2 * item["index"]})
         return out

@@ -658,7 +658,7 @@ def test_an_imported_model_is_evaluated_from_the_photos_with_grounding(sgrvinod_
         for ref in data.captions[path]:
             trace = captioner.force([photo], "sg", [ref])[0]
             captions.append(Caption(i, [s.word for s in trace.steps], np.stack([s.attention for s in trace.steps]),
-                                    grid_units(196), feats.regions))
+                                    grid_units(196), feats.regions, (photo.width, photo.height)))
     again = grounding_block(captions)
     assert again["object_words"] == forced["object_words"] and again["detected"] == forced["detected"]
     assert np.isclose(again["mass_in_box"], forced["mass_in_box"], atol=2e-3)

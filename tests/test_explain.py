@@ -377,3 +377,53 @@ def test_sun_ablation_zeroes_the_top_patches_and_the_true_map_costs_the_word_mos
     zero = pipe.imputed(pipe.image, pipe.blurred, torch.zeros(1, 28, 28), "zero")
     assert torch.allclose(zero, torch.full_like(zero, 127.5))             # the encoder's normalised 0
     assert len(pipe.captions(torch.ones(2, 28, 28), "zero", DecodeSettings(strategy="greedy", max_len=3))) == 2
+
+
+DOG_VOCAB = Vocabulary(SPECIALS + ["a", "dog", "here"])
+DOG_CELL = 3 * GRID + 10   # the one 16x16 cell (four of Sun's 8x8 patches) the word "dog" depends on
+
+
+class SaysDogFromOneCell(CaptionModel):
+    """'a dog' when the DOG_CELL is textured, else 'a here': its object word depends on one cell."""
+
+    def init_state(self, feats, mask, seed=None):
+        return {"a": feats, "mask": mask, "t": torch.zeros(len(feats))}
+
+    def forward_step(self, state, words):
+        a, t = state["a"], state["t"]
+        logits = torch.full((len(a), len(DOG_VOCAB)), -5.0)
+        logits[:, DOG_VOCAB.index["a"]] = torch.where(t == 0, 5.0, -5.0)
+        logits[:, DOG_VOCAB.index["dog"]] = torch.where(t == 1, 6.0 * a[:, DOG_CELL, 0] - 2.0, -5.0)
+        logits[:, DOG_VOCAB.index["here"]] = torch.where(t == 1, 0.5, -5.0)
+        logits[:, DOG_VOCAB.end] = torch.where(t >= 2, 5.0, -5.0)
+        att = torch.zeros(len(a), GRID * GRID)
+        att[:, DOG_CELL] = 1.0
+        return Step(logits, att), {**state, "t": t + 1}
+
+
+def test_sun_ablation_as_published_removes_the_word_under_the_map_that_ranks_its_patch_first():
+    """On the model's own caption ("a dog"), the map that ranks the dog's cell first removes "dog"
+    when its top 20 patches are zeroed and the photo decoded anew; a random order does not; the
+    unablated photo, decoded through the same path, still says "dog" (the baseline)."""
+    from viewer.analysis.explain_eval import sun_block, sun_own_caption
+    cap = FakeCaptioner(SaysDogFromOneCell())
+    cap.lm.vocab = DOG_VOCAB
+    cap.forced_ids = lambda model, caption: DOG_VOCAB.encode(caption) + [DOG_VOCAB.end]
+    settings = DecodeSettings(strategy="greedy", max_len=4)
+
+    def caption(photos, model, decode_settings):   # the model's own caption, decoded as the pipeline does
+        from viewer.engine.decoding import decode
+        from viewer.engine.trace import AttentionTrace
+        feats = cell_encoder(torch.from_numpy(np.asarray(photos[0].rgb))[None])
+        hyp = decode(cap.lm.model, feats, torch.ones(1, GRID * GRID, dtype=torch.bool), settings, DOG_VOCAB)[0][0]
+        return [[SimpleNamespace(token_ids=hyp.tokens, caption=" ".join(DOG_VOCAB.decode(hyp.tokens[:-1])))]]
+    cap.caption = caption
+    found = sun_own_caption(cap, textured_photo(), "toy", ("attention",))
+    assert found["caption"] == "a dog" and [w["word"] for w in found["words"]] == ["dog"]
+    dog = found["words"][0]
+    assert dog["named_unablated"] is True
+    assert dog["methods"]["attention"]["gone"] is True and dog["methods"]["random"]["gone"] is False
+    assert dog["methods"]["attention"]["drop"] > dog["methods"]["random"]["drop"] + 1.0
+    block = sun_block([{"index": 0, "sun": found}], ("attention",))
+    assert block["by_method"]["attention"]["gone"] == 1.0 and block["by_method"]["random"]["gone"] == 0.0
+    assert block["photos"] == 1 and block["object_words"] == 1

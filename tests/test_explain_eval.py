@@ -110,9 +110,11 @@ def test_explain_report_block_has_every_key_and_resumes_from_its_records(caption
     assert all(v is None or -1 <= v <= 1 for v in s["all_randomised"].values())
     assert block["seconds_per_caption"]["gradcam"] > 0 and block["seconds_per_caption"]["curves_road"] > 0
     assert "gradcam - attention (MoRF)" in explain_table(block)
+    assert block["sun_ablation"]["photos"] == 3 and "own caption" in block["sun_ablation"]["protocol"]
     sun = block["sun_ablation"]["by_method"]
     assert set(sun) == {"attention", "gradcam", "random"}
-    assert all(0 <= b["gone"] <= 1 and np.isfinite(b["drop"]) for b in sun.values())
+    if block["sun_ablation"]["object_words"]:
+        assert all(0 <= b["gone"] <= 1 and np.isfinite(b["drop"]) for b in sun.values())
 
 
 def test_verdict_needs_every_imputer_to_agree():
@@ -122,6 +124,9 @@ def test_verdict_needs_every_imputer_to_agree():
     assert verdict({"blur": worse, "road": worse}).startswith("ranks what the word used worse")
     assert verdict({"blur": better, "road": unclear}) == "the imputers disagree (blur: better, road: unclear)"
     assert verdict({"blur": unclear, "road": unclear}).startswith("not distinguishable")
+    assert verdict({"blur": better, "road": better}).endswith("under both imputers (blur, road)")
+    one = verdict({"blur": better})   # one imputer ran: never "every"
+    assert one.endswith("under the blur imputer only (one imputer ran)") and "every" not in one
 
 
 def test_evaluate_cli_writes_the_explain_block(tiny_checkpoints, tiny_data, cache_dir, tmp_path):

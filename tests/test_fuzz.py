@@ -433,3 +433,79 @@ def test_precomputed_feature_files(case):
             assert grid is not None and len(grid) > 0 and np.isfinite(np.asarray(grid, np.float64)).all()
             if found.regions is not None:
                 assert np.isfinite(found.regions.boxes).all() and len(found.regions.boxes) == len(grid)
+
+
+# ------------------------------------------------------------------------------------------ records and datasets
+
+@st.composite
+def record_files(draw) -> bytes:
+    """A records file (viewer/batch/records.py): a header, records, then damage of every kind."""
+    head = {"fingerprint": {"command": "toy", "chunk": 1}, "items": ["a.jpg", "b.jpg", "c.jpg"]}
+    lines = [draw(st.one_of(st.just(head), JSONISH))]
+    for _ in range(draw(st.integers(0, 5))):
+        record = st.fixed_dictionaries({"index": st.one_of(st.integers(-2, 5), JSONISH),
+                                        "id": st.one_of(st.sampled_from(["a.jpg", "b.jpg", "x.jpg"]), JSONISH)},
+                                       optional={"error": st.text(max_size=5), "value": JSONISH})
+        lines.append(draw(st.one_of(record, record, JSONISH)))
+    text = "\n".join(json.dumps(line) for line in lines) + draw(st.sampled_from(["\n", ""]))
+    if not draw(st.integers(0, 4)):
+        text = text[:draw(st.integers(0, len(text)))]
+    return draw(st.binary(max_size=60)) if not draw(st.integers(0, 10)) else text.encode()
+
+
+@FUZZ
+@given(blob=record_files())
+def test_records_files(blob):
+    from viewer.batch import RecordFile, read_dirs
+    fingerprint = {"command": "toy", "chunk": 1}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "records.jsonl")
+        open(path, "wb").write(blob)
+        for n, read in enumerate((lambda: read_dirs([d])[2], lambda: list(RecordFile(path, fingerprint).done.values()))):
+            try:
+                records = read()
+            except ValueError as err:
+                one_line(err)
+            else:
+                assert all(isinstance(r["index"], int) and r["index"] >= 0 and isinstance(r["id"], str)
+                           for r in records)
+                opened = open(path, "rb").read()
+                assert n == 0 or opened.endswith(b"\n")   # once opened to append, the next record starts a line
+
+
+@st.composite
+def dataset_files(draw) -> tuple[str, str]:
+    """A Karpathy split or a COCO captions file, with fields missing, mistyped or cut off."""
+    text = st.one_of(st.sampled_from(["a.jpg", "a dog runs", ""]), JSONISH)
+    if draw(st.booleans()):
+        image = st.fixed_dictionaries({}, optional={"filename": text, "filepath": text, "split": text, "sentences": st.one_of(
+            st.lists(st.fixed_dictionaries({}, optional={"raw": text, "tokens": st.one_of(st.lists(text), JSONISH)}),
+                     max_size=2), JSONISH)})
+        obj = {"images": draw(st.one_of(st.lists(image, min_size=1, max_size=3), JSONISH))}
+        name = "dataset_flickr8k.json"
+    else:
+        image = st.fixed_dictionaries({}, optional={"id": st.one_of(st.integers(0, 2), JSONISH), "file_name": text})
+        ann = st.fixed_dictionaries({}, optional={"image_id": st.one_of(st.integers(0, 3), JSONISH), "caption": text})
+        obj = {"images": draw(st.one_of(st.lists(image, max_size=3), JSONISH)),
+               "annotations": draw(st.one_of(st.lists(ann, max_size=3), JSONISH))}
+        name = "captions_val2014.json"
+    out = json.dumps(draw(st.one_of(st.just(obj), JSONISH)))
+    return name, out if draw(st.integers(0, 6)) else out[:draw(st.integers(0, len(out)))]
+
+
+@FUZZ
+@given(case=dataset_files())
+def test_dataset_files(case):
+    from viewer.data.datasets import load_dataset
+    name, text = case
+    with tempfile.TemporaryDirectory() as d:
+        open(os.path.join(d, name), "w").write(text)
+        for path in (d, os.path.join(d, name)):
+            try:
+                data = load_dataset(path)
+            except ValueError as err:
+                one_line(err)
+            else:
+                assert all(isinstance(c, str) for caps in data.captions.values() for c in caps)
+                assert all(isinstance(p, str) for paths in data.splits.values() for p in paths)
+                assert len(data.digest()) == 16

@@ -23,7 +23,7 @@ def test_grid_grounding_numbers_on_known_maps():
     peak_right = spread.copy(); peak_right[3, 12] = 50
     words = ["a", "dog", "dog", "dog", "cat", "<end>"]
     attention = np.stack([_grid(m) for m in (spread, left, spread, peak_right, left, spread)])
-    items = ground_words(words, attention, grid_units(196), LEFT_HALF_DOG)
+    items = ground_words(words, attention, grid_units(196), LEFT_HALF_DOG, size=(224, 224))
     assert [(g.word, g.step) for g in items] == [("dog", 1), ("dog", 2), ("dog", 3), ("cat", 4)]
     assert np.isclose(items[0].inside, 1.0) and items[0].hit
     assert np.isclose(items[1].inside, 0.5) and np.isclose(items[1].area, 0.5)
@@ -36,7 +36,7 @@ def test_grid_grounding_numbers_on_known_maps():
     assert block["pointing_centre_baseline"] == 1.0                 # the box's right edge is the centre line
     assert block["pointing_off_centre"] is None                     # no word's box misses the centre
     off = ground_words(["dog"], attention[1:2], grid_units(196),
-                       Regions(np.array([[0, 0, 0.4, 1.0]], np.float32), ["dog"], np.ones(1, np.float32)))
+                       Regions(np.array([[0, 0, 0.4, 1.0]], np.float32), ["dog"], np.ones(1, np.float32)), size=(224, 224))
     assert grounding_summary(off, [], [])["pointing_off_centre"] == 1.0   # left-half map, box off the centre
     assert np.isclose(block["mass_in_box"], round((1.0 + 0.5 + items[2].inside) / 3, 4))
     assert np.isclose(block["entropy_uniform"], round(np.log(196), 4))
@@ -46,7 +46,7 @@ def test_grid_grounding_numbers_on_known_maps():
 def test_region_grounding_counts_partial_overlap_and_points_at_the_top_region():
     units = np.array([[0.5, 0, 1, 1], [0, 0, 0.5, 1], [0, 0, 1, 1]], np.float32)
     regions = Regions(units, ["dog", "person", "whole image"], np.ones(3, np.float32))
-    g = ground_words(["dog", "man"], np.array([[0.7, 0.2, 0.1], [0.7, 0.2, 0.1]]), units, regions)
+    g = ground_words(["dog", "man"], np.array([[0.7, 0.2, 0.1], [0.7, 0.2, 0.1]]), units, regions, size=(224, 224))
     assert np.isclose(g[0].inside, 0.7 + 0.1 * 0.5) and g[0].hit
     assert np.isclose(g[1].inside, 0.2 + 0.1 * 0.5) and not g[1].hit   # its top region is the dog's
 
@@ -59,7 +59,7 @@ def test_baselines_on_the_same_words_have_their_known_answers():
     left[:, :7] = 1
     attention = np.stack([_grid(left), _grid(left)])
     drawn = np.array([3 * 14 + 10, 3 * 14 + 2])         # cells drawn by hard attention: right, then left
-    dog, man = ground_words(["dog", "man"], attention, grid_units(196), regions, drawn=drawn, image=7)
+    dog, man = ground_words(["dog", "man"], attention, grid_units(196), regions, drawn=drawn, image=7, size=(224, 224))
     assert np.isclose(dog.uniform, 0.5) and np.isclose(man.uniform, 0.5)   # uniform over cells: the box's share
     assert dog.hit and not dog.top_detection_hit and not dog.drawn_hit     # the label-blind rule points at the person
     assert not man.hit and man.top_detection_hit and not man.drawn_hit
@@ -67,10 +67,10 @@ def test_baselines_on_the_same_words_have_their_known_answers():
     # region units: uniform over the model's own regions; the heatmap peak is where weights pile up
     units = np.array([[0, 0, 1, 1], [0.75, 0, 1, 0.25], [0.75, 0, 1, 0.25]], np.float32)
     boxes = Regions(np.array([[0.625, 0, 1, 0.375]], np.float32), ["dog"], np.ones(1, np.float32))
-    (g,) = ground_words(["dog"], np.array([[0.5, 0.25, 0.25]]), units, boxes, heatmap=True)
+    (g,) = ground_words(["dog"], np.array([[0.5, 0.25, 0.25]]), units, boxes, heatmap=True, size=(224, 224))
     assert not g.hit and g.heatmap_hit                   # top unit: the whole image; summed peak: the dog
     assert np.isclose(g.uniform, (0.375 ** 2 + 1 + 1) / 3)
-    block = grounding_block([Caption(0, ["dog", "man"], attention, grid_units(196), regions, drawn)])
+    block = grounding_block([Caption(0, ["dog", "man"], attention, grid_units(196), regions, (224, 224), drawn)])
     assert block["pointing"] == 0.5 and block["pointing_top_detection_baseline"] == 0.5
     assert block["pointing_drawn_cell"] == 0.0 and block["mass_uniform_baseline"] == 0.5
     assert block["pointing_ci"] == [0.5, 0.5]            # one photo: nothing to resample
@@ -235,3 +235,14 @@ def test_forcing_a_sampled_decode_with_its_seeds_replays_its_cells_and_logprobs(
         other = forced(model, feats[i:i + 1], mask[i:i + 1], tokens, vocab, seeds=seeds[i:i + 1] + 1)
         assert not torch.allclose(other.attention, out.attention) or not torch.allclose(other.logprobs, out.logprobs)
     assert len({tuple(h[0].sample.tolist()) for h in hyps}) > 1
+
+
+def test_the_pointing_tolerance_is_15_px_of_the_photo_whatever_its_size():
+    """TorchRay's 15 px are the photo's pixels: a peak 0.1 of the width beside the box is within them
+    on a 100-px-wide photo (10 px) and not on a 500-px one (50 px)."""
+    box = Regions(np.array([[0.0, 0.0, 0.4, 1.0]], np.float32), ["dog"], np.ones(1, np.float32))
+    units = np.array([[0.45, 0.45, 0.55, 0.55]])   # one unit, its centre 0.1 right of the box
+    small, = ground_words(["dog"], np.ones((1, 1)), units, box, size=(100, 100))
+    large, = ground_words(["dog"], np.ones((1, 1)), units, box, size=(500, 500))
+    assert small.hit is False and large.hit is False
+    assert small.tolerant_hit is True and large.tolerant_hit is False

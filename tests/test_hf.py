@@ -574,3 +574,22 @@ def test_blip_prompt_is_forced_before_the_first_step_and_left_out(tiny_blip):
     assert split_prompt(f"hf:{folder}#prompt") == (f"hf:{folder}", "a picture of")
     with pytest.raises(CheckpointError, match="#prompt"):
         load_folder(f"hf:{folder}#beam=3")
+
+
+def test_a_multi_token_words_dependence_and_deletion_are_over_all_its_tokens(tmp_path):
+    """A word's log-prob is the sum over its tokens (a real BPE: "cupcake" is several steps)."""
+    from viewer.analysis.explain import Pipeline
+    from viewer.analysis.pixel_faithfulness import deletion, visual_dependence
+    from viewer.engine.images import load_photo
+    from viewer.engine.pipeline import Captioner
+    folder = write_tiny(tmp_path / "bpe", tokenizer=subword_tokenizer())
+    pipe = Pipeline(Captioner(device="cpu"), load_photo(COFFEE), "hf:" + folder, "a cupcake on the table")
+    word = next(s for s in pipe.spans if pipe.words[s.start] == "cupcake")
+    assert len(word) > 1
+    hidden = pipe.logprobs(torch.zeros(1, 14, 14), "blur")[0]
+    per_token = (pipe.base() - hidden).numpy()
+    found = visual_dependence(pipe, "blur")
+    assert found[word.start] == pytest.approx(per_token[word.start:word.stop].sum(), abs=1e-5)
+    assert abs(found[word.start] - per_token[word.start]) > 1e-4   # not the first token's alone
+    curves = deletion(pipe, {"uniform": np.full((pipe.steps, 14, 14), 1 / 196)}, steps=[word.start])
+    assert curves.base[word.start] == pytest.approx(pipe.base()[word.start:word.stop].sum().item(), abs=1e-5)

@@ -19,7 +19,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from test_hf import COFFEE, ROOT, write_tiny, write_tiny_blip, write_tiny_pair  # noqa: E402
-from test_words import flickr_bpe  # noqa: E402
+from test_words import caption_bpe  # noqa: E402
 from viewer.engine.checkpoints import CheckpointError  # noqa: E402
 from viewer.engine.images import load_photo  # noqa: E402
 from viewer.engine.models.hf import load_folder  # noqa: E402
@@ -44,7 +44,7 @@ def as_published(folder: str) -> None:
 
 
 def test_a_pytorch_model_bin_folder_with_vocab_and_merges_opens_and_gives_the_same_numbers(tmp_path):
-    folder = write_tiny(tmp_path / "m", tokenizer=flickr_bpe())
+    folder = write_tiny(tmp_path / "m", tokenizer=caption_bpe())
     before = forced_logprobs(folder)
     as_published(folder)
     assert {"pytorch_model.bin", "vocab.json", "merges.txt"} <= set(os.listdir(folder))
@@ -104,6 +104,10 @@ def broken(tmp_path, how: str) -> str:
     elif how == "corrupt":
         with open(os.path.join(folder, "model.safetensors"), "r+b") as f:
             f.write(b"\xff" * 16)
+    elif how == "no-decoder":   # the whole decoder removed: it must not load with a random one
+        from safetensors.torch import load_file, save_file
+        weights = os.path.join(folder, "model.safetensors")
+        save_file({k: v for k, v in load_file(weights).items() if not k.startswith("decoder.")}, weights)
     elif how == "relative":
         bert = write_tiny_pair(tmp_path / "bert", "vit", "bert")
         path = os.path.join(bert, "config.json")
@@ -119,6 +123,7 @@ def broken(tmp_path, how: str) -> str:
     ("no-encoder", "config.json has no encoder object"),
     ("shape", r"weight decoder\.\S+ has shape \[\d+(, \d+)*\], config.json makes it"),
     ("corrupt", "model.safetensors is not a readable safetensors file"),
+    ("no-decoder", r"the weights do not cover the model: \d+ tensors missing, in decoder\.\S+"),
     ("relative", "position_embedding_type is 'relative_key'; only absolute positions are supported"),
 ])
 def test_a_bad_folder_is_one_line_naming_the_file(tmp_path, how, message):
@@ -130,3 +135,11 @@ def test_a_bad_folder_is_one_line_naming_the_file(tmp_path, how, message):
     assert out.returncode == 2 and "Traceback" not in out.stderr
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: hf:") and lines[0].count("\n") == 0
+
+
+def test_an_older_torch_is_refused_before_any_pickle_is_read():
+    from viewer.engine.models.hf import check_torch_loads_safely
+    with pytest.raises(CheckpointError, match=r"needs torch >= 2\.6 \(this is 2\.5\.1.*CVE-2025-32434"):
+        check_torch_loads_safely("hf:x", "2.5.1+cpu")
+    check_torch_loads_safely("hf:x", "2.6.0")
+    check_torch_loads_safely("hf:x", "2.14.1+cu128")

@@ -378,3 +378,53 @@ def test_the_heads_grid_is_drawn_in_the_page_with_each_heads_weight_under_the_po
         other = render_heatmap(small, trace.steps[2].heads[0, 0].reshape(side, side), bar=False).astype(int)
         assert np.abs(got - other).mean() > np.abs(got - want).mean()   # another head's map is further off
         browser.close()
+
+
+BITMAPS = "() => Number(document.querySelector('#view canvas').dataset.bitmaps || 0)"
+
+
+def test_the_page_closes_every_bitmap_it_replaces(server):
+    """Over restyles and new captions, the page holds only the current frames' bitmaps (each word's
+    view and coverage: at most two per step), not every frame it ever made."""
+    from playwright.sync_api import expect, sync_playwright
+    url, _ = server
+    with sync_playwright() as p:
+        browser = _browser(p)
+        page = _captioned_with(browser, url, "sat-soft")
+        _canvas(page)
+
+        def settled():   # every frame of the current trace and style made (the count no longer grows)
+            page.wait_for_function(BITMAPS + " >= 1")
+            last = -1
+            while page.evaluate(BITMAPS) != last:
+                last = page.evaluate(BITMAPS)
+                page.wait_for_timeout(300)
+            steps = page.locator("#caption .token").count()
+            assert 1 <= last <= 2 * steps, (last, steps)
+            return last
+
+        made = [settled()]
+        for i in range(50):
+            page.evaluate("(o) => { window.__viewerStyle = {...window.__viewerStyle, opacity: o};"
+                          " window.__viewerMain.redraw(); }", 0.5 + 0.005 * i)
+            if i % 10 == 9:
+                made.append(settled())
+        for name in ("rocket.jpg", "coffee.jpg", "rocket.jpg", "coffee.jpg"):
+            caption = page.locator("#caption").inner_text()
+            page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, name))
+            page.wait_for_timeout(1000)
+            page.locator("#run").click()
+            expect(page.locator("#caption")).not_to_have_text(caption, timeout=90_000)
+            made.append(settled())
+        assert max(made) <= 2 * 21   # a caption has at most 20 words and <end>
+        browser.close()
+
+
+def test_warm_up_loads_and_runs_every_model_before_the_first_click(captioner):
+    """The app warms every model behind the page (viewer/app/__init__.py): each is loaded and has
+    captioned a photo, so the first caption a person asks for pays neither."""
+    from viewer.engine import checkpoints
+    studio = S.Studio(captioner)
+    assert studio.warm_up() == studio.models()
+    loaded = {checkpoints.resolve(m, captioner.checkpoint_dir) for m in studio.models()}
+    assert loaded <= set(captioner._models)

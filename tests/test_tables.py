@@ -38,3 +38,20 @@ def test_the_table_has_a_row_per_method_and_says_what_the_reports_say():
     methods = list(fake[model]["target"]["verdict"])
     fake[model]["target"]["verdict"][methods[0]] = "ranks what the word used worse than attention under every imputer"
     assert re.search(rf"Worse than attention under both: [^.]*{re.escape(methods[0])} \(`{model}`\)", tables.summary(fake))
+
+
+def test_each_committed_report_is_the_reduce_of_its_committed_records():
+    """reports/explain/MODEL.json holds exactly what its records file MODEL.jsonl reduces to: no
+    figure in it was typed, kept from an older run, or left from a withdrawn measure."""
+    import json
+    import os
+    from viewer.analysis.explain_eval import committed_report
+    reports = tables.load_reports()
+    assert reports, "the which-map reports are committed"
+    for model, report in reports.items():
+        records = os.path.join(tables.REPORTS, f"{model}.jsonl")
+        again = committed_report(records, report["split_photos"])
+        assert json.loads(json.dumps(again)) == report, f"{model}: run python -m viewer.analysis.explain_eval again"
+    fake = copy.deepcopy(reports)
+    assert "Not measured in the committed records yet" in tables.sun_table(
+        {m: {**r, "sun_ablation": None} for m, r in fake.items()})

@@ -206,7 +206,7 @@ def _forced_grounding_by_hand(loaded, data, cache) -> dict:
     cat boxes, their area; the mean entropy of all emitted words and of uniform attention."""
     from viewer.engine.decoding import DecodeSettings
     from viewer.engine.images import cell_boxes
-    from viewer.analysis.evaluate import generate
+    from viewer.analysis.generation import generate
 
     hits, mass, entropies, uniform, area = 0, [], [], [], None
     for path in data.split("dev"):

@@ -6,9 +6,17 @@ wrong checkpoint) print one line and exit 2.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 
-from .commands import build_parser
+from .commands import average, bench, caption, evaluate, import_checkpoint, merge, models, train, triage
+from .commands.parser import parser_for
+
+COMMANDS = (caption, models, train, average, evaluate, triage, bench, import_checkpoint, merge)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return parser_for(COMMANDS)
 
 
 def main(argv=None) -> int:

@@ -19,10 +19,11 @@ from dataclasses import asdict
 import numpy as np
 
 from ..engine.vocab import tokenize
-from ..engine.decoding import DecodeSettings, Hypothesis, decode
+from ..engine.decoding import DecodeSettings, Hypothesis
 from .faithfulness import WordFaithfulness, faithfulness_block, measure
+from .generation import generate
 from .grounding import PROXY_BOXES, Caption, block_of, caption_part, detector_found, detector_recall, grid_units, trace_units
-from ..engine.images import AttendsTo, load_photo
+from ..engine.images import AttendsTo, load_photo, photo_size
 from ..engine.vision import model_inputs
 from ..engine.words import first_step_words
 
@@ -93,19 +94,6 @@ def caption_scores(caption: str, references: list[str], corpus: dict[str, list[s
     return out
 
 
-def generate(loaded, items, names, settings: DecodeSettings, batch_size: int = 100, device="cpu",
-             prefixes: list[list[int]] | None = None) -> dict[str, Hypothesis]:
-    """The best hypothesis for each image (features already computed), batched; with `prefixes`
-    (and a forced strategy), the given token sequences scored instead."""
-    out = {}
-    for i in range(0, len(items), batch_size):
-        x, mask = model_inputs(items[i:i + batch_size], loaded.attends_to, device)
-        chunk = None if prefixes is None else prefixes[i:i + batch_size]
-        hyps = decode(loaded.model, x, mask, settings, loaded.vocab, chunk)
-        out.update((name, hs[0]) for name, hs in zip(names[i:i + batch_size], hyps))
-    return out
-
-
 def caption_text(loaded, hyp: Hypothesis) -> str:
     return loaded.vocab.text(hyp.tokens)
 
@@ -113,14 +101,15 @@ def caption_text(loaded, hyp: Hypothesis) -> str:
 CHUNK = 16   # photos decoded together; fixed, so a record does not depend on how a run was split
 
 
-def _captions(loaded, items, images: list[int], hyps: list[Hypothesis], head: tuple[int, int] | None = None):
-    """`grounding.Caption`s of decoded hypotheses (items[i] is photo images[i]); with `head`
-    (layer, head), that head's cross-attention instead of the summary map."""
-    for item, image, hyp in zip(items, images, hyps):
+def _captions(loaded, items, images: list[int], hyps: list[Hypothesis], sizes: list[tuple[int, int]],
+              head: tuple[int, int] | None = None):
+    """`grounding.Caption`s of decoded hypotheses (items[i] is photo images[i], `sizes[i]` its
+    width and height); with `head` (layer, head), that head's cross-attention instead of the summary map."""
+    for item, image, hyp, size in zip(items, images, hyps, sizes):
         attention = (hyp.attention if head is None else hyp.heads[:, head[0], head[1]]).double().numpy()
         units = grid_units(attention.shape[1]) if loaded.attends_to == AttendsTo.GRID else item.regions.boxes
         yield Caption(image, first_step_words(loaded.vocab.word_spans(hyp.tokens), len(hyp.tokens)), attention, units,
-                      item.regions,
+                      item.regions, size,
                       None if hyp.sample is None or head is not None else hyp.sample.numpy(),
                       loaded.attends_to == AttendsTo.REGIONS)
 
@@ -151,8 +140,9 @@ def split_records(loaded, data, paths: list[str], indices: list[int], cache, set
     forced = list(generate(loaded, repeated, list(range(len(rows))), DecodeSettings(strategy="forced"),
                            device=device, prefixes=[ids for _, ids in rows]).values())
     images = [indices[j] for j, _ in rows]
-    forced_caps = list(_captions(loaded, repeated, images, forced))
-    own_caps = _captions(loaded, items, indices, [own[p] for p in paths])
+    sizes = [photo_size(p) for p in paths]
+    forced_caps = list(_captions(loaded, repeated, images, forced, [sizes[j] for j, _ in rows]))
+    own_caps = _captions(loaded, items, indices, [own[p] for p in paths], sizes)
     records = [_record(i, p, caption_text(loaded, own[p]), data.captions[p], item.regions, seconds, c,
                        [f for f in forced_caps if f.image == i])
                for i, p, item, c in zip(indices, paths, items, own_caps)]
@@ -160,7 +150,7 @@ def split_records(loaded, data, paths: list[str], indices: list[int], cache, set
         n_layers, n_heads = forced[0].heads.shape[1:3]
         for layer in range(n_layers):
             for head in range(n_heads):
-                for c in _captions(loaded, repeated, images, forced, (layer, head)):
+                for c in _captions(loaded, repeated, images, forced, [sizes[j] for j, _ in rows], (layer, head)):
                     rec = records[indices.index(c.image)]
                     rec.setdefault("heads", {}).setdefault(f"layer {layer + 1} head {head + 1}", []).append(caption_part(c))
     if faithfulness:
@@ -198,7 +188,7 @@ def _trace_caption(image: int, trace, regions) -> Caption:
     """The `grounding.Caption` of a trace on photo `image`, against its proxy regions."""
     drawn = None if trace.steps[0].sample is None else np.array([s.sample for s in trace.steps])
     return Caption(image, trace.step_words(), np.stack([s.attention for s in trace.steps]),
-                   trace_units(trace), regions, drawn, trace.attends_to == AttendsTo.REGIONS)
+                   trace_units(trace), regions, (trace.width, trace.height), drawn, trace.attends_to == AttendsTo.REGIONS)
 
 
 def reduce_records(records: list[dict], meteor: bool = True) -> tuple[dict, dict[str, str]]:

@@ -26,6 +26,7 @@ import time
 from dataclasses import asdict
 
 import numpy as np
+import torch
 
 from ..engine.images import GRID, load_photo
 from .explain import IMPUTERS, REGISTRY, Pipeline, available_methods, explain, randomisation_check
@@ -94,11 +95,6 @@ def explain_photo(captioner, photo, model: str, caption: str, methods: tuple[str
                     cell["insertion"] = float(ins.auc(m)[t])
                 row["methods"][m][imp] = cell
         out["words"].append(row)
-    t0 = time.perf_counter()
-    sun = sun_ablation(pipe, found.maps, steps, SUN_DECODE)
-    for row in out["words"]:
-        row["sun"] = sun[row["step"]]
-    out["seconds"]["sun_ablation"] = time.perf_counter() - t0
     if sanity and sanity_methods:
         t0 = time.perf_counter()
         out["sanity"] = [asdict(stage) for stage in randomisation_check(captioner, photo, model, caption, sanity_methods,
@@ -106,6 +102,53 @@ def explain_photo(captioner, photo, model: str, caption: str, methods: tuple[str
         out["seconds"]["sanity"] = time.perf_counter() - t0
     out["seconds"]["total"] = time.perf_counter() - start
     return out
+
+
+def sun_own_caption(captioner, photo, model: str, methods: tuple[str, ...]) -> dict:
+    """Sun et al.'s ablation as published, on one photo: the model's own caption (beam 3), each of
+    its object words explained by every method on that caption, the top patches zeroed in each
+    map's order (and in a random order), the photo decoded anew. The unablated photo decoded through
+    the same path is the baseline: a word it already lacks is not counted as removed by a map."""
+    trace = captioner.caption([photo], model, SUN_DECODE)[0][0]
+    pipe = Pipeline(captioner, photo, model, trace.token_ids)
+    steps = object_steps(pipe.words)
+    out = {"caption": trace.caption, "words": []}
+    if not steps:
+        return out
+    found = explain(captioner, photo, model, trace.token_ids, methods, pipe=pipe)
+    ablated = sun_ablation(pipe, found.maps, steps, SUN_DECODE)
+    unablated = pipe.captions(torch.ones(1, GRID, GRID), "zero", SUN_DECODE)[0]
+    named = {word_class(w.text) for w in pipe.lm.vocab.word_spans(unablated)}
+    for t in steps:
+        out["words"].append({"step": t, "word": pipe.words[t], "named_unablated": word_class(pipe.words[t]) in named,
+                             "methods": ablated[t]})
+    return out
+
+
+def sun_block(recs: list[dict], methods: tuple[str, ...]) -> dict | None:
+    """Sun et al.'s figures from the photos' records that hold the ablation: per method and for the
+    random order, the share of the model's own object words that disappear (of those the unablated
+    decode names) and the word's log-prob drop, with image-level 95% intervals."""
+    rows = [(r["index"], w) for r in recs if r.get("sun") for w in r["sun"]["words"] if w["named_unablated"]]
+    photos = sum(1 for r in recs if r.get("sun") is not None)
+    if not photos:
+        return None
+    images = [i for i, _ in rows]
+    ci = lambda vals: bootstrap_ci(vals, images)  # noqa: E731
+    by_method = {}
+    for m in (*methods, "random"):
+        gone = [float(w["methods"][m]["gone"]) for _, w in rows]
+        drop = [w["methods"][m]["drop"] for _, w in rows]
+        by_method[m] = {"gone": _mean(gone), "gone_ci": ci(gone), "drop": _mean(drop), "drop_ci": ci(drop)}
+    return {"protocol": f"Sun et al. 2020 as published: the model's own caption (beam 3); per object word, the top "
+                        f"{SUN_TOP} of the {SUN_PATCHES ** 2} 8x8 patches of the input zeroed (the encoder's "
+                        "normalised 0) in each map's order (the map of that word on that caption), or a random "
+                        "order; the photo decoded anew (beam 3): the share of object words it no longer names, and "
+                        "the word's forced log-prob drop (nats, summed over its tokens)",
+            "photos": photos, "object_words": len(rows),
+            "not_named_unablated": sum(1 for r in recs if r.get("sun") for w in r["sun"]["words"]
+                                       if not w["named_unablated"]),
+            "by_method": by_method}
 
 
 def gap_name(imputer: str) -> str:
@@ -138,17 +181,21 @@ def _sanity_block(runs: list, methods: tuple[str, ...]) -> dict | None:
 
 def verdict(per_imputer: dict[str, dict]) -> str:
     """One method against attention from its paired MoRF difference under each imputer: better (or
-    worse) only where every imputer's interval excludes 0 on the same side; otherwise say so."""
+    worse) only where every imputer's interval excludes 0 on the same side; otherwise say so. The
+    verdict names the imputers that ran: with one, it is that imputer's alone, never "every"."""
     signs = {}
     for imp, d in per_imputer.items():
         lo, hi = (d["ci"] or [None, None])
         signs[imp] = "better" if lo is not None and lo > 0 else "worse" if hi is not None and hi < 0 else "unclear"
     values = set(signs.values())
-    if len(values) == 1:
-        return {"better": "ranks what the word used better than attention under every imputer",
-                "worse": "ranks what the word used worse than attention under every imputer",
-                "unclear": "not distinguishable from attention under any imputer"}[values.pop()]
-    return "the imputers disagree (" + ", ".join(f"{imp}: {v}" for imp, v in signs.items()) + ")"
+    if len(values) > 1:
+        return "the imputers disagree (" + ", ".join(f"{imp}: {v}" for imp, v in signs.items()) + ")"
+    under = f"under both imputers ({', '.join(signs)})" if len(signs) == 2 else \
+        f"under all {len(signs)} imputers ({', '.join(signs)})" if len(signs) > 2 else \
+        f"under the {next(iter(signs))} imputer only (one imputer ran)"
+    return {"better": f"ranks what the word used better than attention {under}",
+            "worse": f"ranks what the word used worse than attention {under}",
+            "unclear": f"not distinguishable from attention {under}"}[values.pop()]
 
 
 def summarise(rows: list[dict], grounding: dict[str, list], methods: tuple[str, ...], empty: dict[str, list],
@@ -187,30 +234,32 @@ def summarise(rows: list[dict], grounding: dict[str, list], methods: tuple[str, 
                                  for imp in imputers} for m in others}}
     target["verdict"] = {m: verdict(target["per_method"][m]) for m in others} if rows else {}
     out["target"] = target
-    out["sun_ablation"] = {
-        "protocol": f"Sun et al. 2020: the top {SUN_TOP} of the {SUN_PATCHES ** 2} 8x8 patches of the input zeroed "
-                    "(the encoder's normalised 0) in each map's order, or a random order; the caption decoded anew "
-                    "(beam 3): the share of object words whose object it no longer names, and the forced word's "
-                    "log-prob drop (nats)",
-        "by_method": {m: {"gone": _mean([float(r["sun"][m]["gone"]) for r in rows]),
-                          "gone_ci": ci([float(r["sun"][m]["gone"]) for r in rows]),
-                          "drop": _mean([r["sun"][m]["drop"] for r in rows]),
-                          "drop_ci": ci([r["sun"][m]["drop"] for r in rows])} for m in (*methods, "random")}}
     return out
 
 
 def fingerprint(captioner, model: str, split: str | None, methods, imputers, references: str, with_insertion: bool,
-                sanity: int) -> dict:
-    """What a record depends on: a record file made with other settings is refused, never mixed."""
-    import hashlib
+                sanity: int, data, paths: list[str]) -> dict:
+    """What a record depends on: the model's weights, the data (its files and the split's photos),
+    every method's and imputer's constants, the random draws and the record format. A record file
+    made with other settings is refused, never mixed."""
+    from ..batch.records import FORMAT, digest, file_digest
+    from .explain.imputers import IMPUTER_SETTINGS
+    from .pixel_faithfulness import RANDOM_DRAWS, SEEN
     lm = captioner.model(model)
-    weights = hashlib.sha256(open(lm.path, "rb").read()).hexdigest()[:16] if os.path.isfile(lm.path) else lm.name
-    return {"model": lm.name, "checkpoint": weights, "split": split,
+    weights = file_digest(lm.path) if os.path.isfile(lm.path) else lm.name
+    return {"model": lm.name, "checkpoint": weights, "format": FORMAT, "split": split,
+            "data_digest": data.digest(), "photos": {"count": len(paths), "digest": digest(photo_ids(data, paths))},
             "methods": list(methods), "imputers": list(imputers), "references": references,
             "insertion": with_insertion, "sanity_photos": sanity, "levels": list(LEVELS),
-            "insert_levels": list(INSERT_LEVELS),
+            "insert_levels": list(INSERT_LEVELS), "random_draws": RANDOM_DRAWS, "seen": SEEN,
             "sun_ablation": {"patches": SUN_PATCHES ** 2, "top": SUN_TOP, "decode": repr(SUN_DECODE)},
-            "method_settings": {m: repr(vars(REGISTRY[m])) for m in methods}}
+            "method_settings": {m: REGISTRY[m].settings() for m in methods},
+            "imputer_settings": IMPUTER_SETTINGS}
+
+
+def photo_ids(data, paths: list[str]) -> list[str]:
+    """The photos' ids as records name them: paths relative to the dataset's folder."""
+    return [os.path.relpath(p, data.root) for p in paths]
 
 
 def rounded(value, digits: int = 5):
@@ -231,7 +280,7 @@ def photo_record(captioner, model: str, data, path: str, index: int, methods, re
     photo = load_photo(path)
     reg = regions if regions is not None else captioner.vision.detector.detect(photo.rgb)
     caps = data.captions[path][:1] if references == "first" else data.captions[path]
-    rec = {"index": index, "photo": os.path.basename(path), "words": [], "grounding": {m: [] for m in methods},
+    rec = {"index": index, "id": photo_ids(data, [path])[0], "photo": os.path.basename(path), "words": [], "grounding": {m: [] for m in methods},
            "empty": {m: [] for m in methods}, "sanity": None, "seconds": []}
     for j, caption in enumerate(caps):
         found = explain_photo(captioner, photo, model, caption, methods, reg, index, with_insertion,
@@ -243,6 +292,9 @@ def photo_record(captioner, model: str, data, path: str, index: int, methods, re
         rec["sanity"] = rec["sanity"] or found["sanity"]
         if found["seconds"]:
             rec["seconds"].append({k: round(v, 3) for k, v in found["seconds"].items()})
+    start = time.perf_counter()
+    rec["sun"] = sun_own_caption(captioner, photo, model, methods)
+    rec["seconds"].append({"sun_ablation": round(time.perf_counter() - start, 3)})
     return rec
 
 
@@ -285,7 +337,10 @@ def explain_report(captioner, model: str, data, paths: list[str], methods: tuple
     used, skipped, sanity_methods = explain_plan(captioner, model, methods)
     chosen = list(range(len(paths)))[:photos] if photos else list(range(len(paths)))
     store = RecordFile(records, fingerprint(captioner, model, split, used, imputers, references, with_insertion,
-                                            sanity))
+                                            sanity, data, paths), photo_ids(data, paths))
+    ids = photo_ids(data, paths)
+    for i in [i for i, r in store.done.items() if i >= len(paths) or r["id"] != ids[i]]:
+        del store.done[i]   # a record is reused only for the photo it is about
     done = store.done
     start = time.perf_counter()
     for n, i in enumerate(chosen):
@@ -323,8 +378,9 @@ def summarise_records(recs: list[dict], methods: tuple[str, ...], imputers: tupl
                              "imputation (pytorch-grad-cam's NoisyLinearImputer, followed exactly), which no method "
                              "optimises",
              "deletion_levels": list(LEVELS), "insertion_levels": list(INSERT_LEVELS) if with_insertion else None,
-             "units": "nats of the word's log-prob: MoRF/LeRF = mean drop (MoRF high is good, LeRF low is good); "
-                      "road (under road) and blur_gap (under blur) = (LeRF - MoRF) / 2 on the score (high is good); "
+             "units": "nats of the word's log-prob (summed over its tokens): MoRF/LeRF = mean drop (MoRF high is "
+                      "good, LeRF low is good); road (cell-level ROAD: ranked and hidden by the 14x14 grid's cells, "
+                      "not pixels) and blur_gap (under blur) = (LeRF - MoRF) / 2 on the score (high is good); "
                       "insertion = mean rise over the photo hidden entirely (high is good); random = random cell "
                       "orders (the floor)",
              "boxes": PROXY_BOXES,
@@ -334,6 +390,7 @@ def summarise_records(recs: list[dict], methods: tuple[str, ...], imputers: tupl
              "ci": "image-level bootstrap 95% intervals (grounding.bootstrap_ci)"}
     block.update(summarise(rows, grounding, methods, empty, with_insertion, imputers))
     block["sanity"] = _sanity_block([r["sanity"] for r in recs], sanity_methods)
+    block["sun_ablation"] = sun_block(recs, methods)
     keys = sorted({k for s in seconds for k in s})
     block["seconds_per_caption"] = {k: _mean([s[k] for s in seconds if k in s]) for k in keys}
     return block
@@ -439,15 +496,23 @@ def main(argv: list[str] | None = None) -> int:
     for upto in range(min(args.step, total), total + args.step, args.step):
         for model in models:
             asked = tuple(m for m in methods if m in available_methods(captioner, model))
-            block = explain_report(captioner, model, data, paths, asked, photos=min(upto, total), sanity=args.sanity,
-                                   records=os.path.join(args.out, f"{model}.jsonl"), split=args.split,
-                                   log=lambda m, model=model: print(model, m, flush=True))
-            block["partial"] = block["photos"] < len(paths)
-            block["split"], block["split_photos"] = args.split, len(paths)
-            block.pop("seconds", None)
+            records = os.path.join(args.out, f"{model}.jsonl")
+            explain_report(captioner, model, data, paths, asked, photos=min(upto, total), sanity=args.sanity,
+                           records=records, split=args.split, log=lambda m, model=model: print(model, m, flush=True))
             with open(os.path.join(args.out, f"{model}.json"), "w") as f:
-                json.dump(block, f, indent=1)
+                json.dump(committed_report(records, len(paths)), f, indent=1)
     return 0
+
+
+def committed_report(records: str, split_photos: int) -> dict:
+    """A committed report (reports/explain/MODEL.json): the reduce of its records file alone, so a
+    test can check that every figure in it comes from the records beside it."""
+    from ..batch.records import read_dir
+    fingerprint, _, recs = read_dir(os.path.dirname(records) or ".", None, os.path.basename(records))
+    block = explain_block([recs[i] for i in sorted(recs)], fingerprint["model"], tuple(fingerprint["methods"]), [],
+                          tuple(fingerprint["imputers"]), fingerprint["references"], len(recs), fingerprint["insertion"])
+    block.update(partial=len(recs) < split_photos, split=fingerprint["split"], split_photos=split_photos)
+    return block
 
 
 if __name__ == "__main__":

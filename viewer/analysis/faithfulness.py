@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..engine.pipeline import Captioner
     from ..engine.vision import model_inputs
     from ..data.datasets import load_dataset
-    from .evaluate import generate
+    from .generation import generate
 
     captioner = Captioner(args.device, checkpoint_dir=args.checkpoints)
     lm = captioner.model(args.model)

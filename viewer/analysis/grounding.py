@@ -125,8 +125,8 @@ class Grounding:
 
 
 def ground_words(words: list[str], attention: np.ndarray, units: np.ndarray, regions: Regions,
-                 drawn: np.ndarray | None = None, heatmap: bool = False, image: int = 0,
-                 size: tuple[int, int] = (224, 224)) -> list[Grounding]:
+                 drawn: np.ndarray | None = None, heatmap: bool = False, image: int = 0, *,
+                 size: tuple[int, int]) -> list[Grounding]:
     """Per object word: how much of its attention (row t of `attention`, over `units`) lies on its
     boxes, and the baselines on the same word. `drawn` (T,): hard attention's sampled cells;
     `heatmap`: also point at the peak of the summed region weights (region models); `size`: the
@@ -143,13 +143,13 @@ def ground_words(words: list[str], attention: np.ndarray, units: np.ndarray, reg
             out.append(Grounding(t, word, cls, image=image))
             continue
         out.append(ground_word(t, word, cls, attention[t], units, boxes, image, top,
-                               None if drawn is None else units[int(drawn[t])], heatmap, size))
+                               None if drawn is None else units[int(drawn[t])], heatmap, size=size))
     return out
 
 
 def ground_word(t: int, word: str, name: str, a: np.ndarray, units: np.ndarray, boxes: np.ndarray, image: int = 0,
-                top: np.ndarray | None = None, drawn_unit: np.ndarray | None = None, heatmap: bool = False,
-                size: tuple[int, int] = (224, 224)) -> Grounding:
+                top: np.ndarray | None = None, drawn_unit: np.ndarray | None = None, heatmap: bool = False, *,
+                size: tuple[int, int]) -> Grounding:
     """One word's map `a` (over `units`) against the boxes of what it names: the mass inside, pointing
     (an all-zero map, no evidence, points nowhere), and on the same boxes the centre pointer, uniform
     mass, and (when given) the top detection, hard attention's drawn unit and the region heatmap's peak."""
@@ -192,7 +192,7 @@ def trace_units(trace) -> np.ndarray:
 def grounding(trace, regions: Regions) -> list[Grounding]:
     """Per object word of a trace's caption: how much of its attention lies on the detector's boxes of it."""
     attention = np.stack([s.attention for s in trace.steps])
-    return ground_words(trace.step_words(), attention, trace_units(trace), regions)
+    return ground_words(trace.step_words(), attention, trace_units(trace), regions, size=(trace.width, trace.height))
 
 
 def named_classes(references: list[str], min_refs: int = 2) -> set[str]:
@@ -221,6 +221,7 @@ class Caption(NamedTuple):
     attention: np.ndarray       # (T, K)
     units: np.ndarray           # (K, 4) normalised boxes of the cells or regions attended
     regions: Regions            # the proxy boxes
+    size: tuple[int, int]       # the photo's (width, height) in pixels: the pointing tolerance is 15 px of it
     drawn: np.ndarray | None = None   # (T,) hard attention's sampled cells
     heatmap: bool = False       # region models: also point at the peak of the summed-weight heatmap
 
@@ -231,7 +232,7 @@ def caption_part(c: Caption) -> dict:
     attention = np.asarray(c.attention, np.float64)[:, :len(c.units)]   # batches pad regions; padding weighs 0
     emitted = [a for a, w in zip(attention, c.words) if w not in ("", "<end>")]   # one per word
     return {"items": [asdict(g) for g in ground_words(c.words, attention, c.units, c.regions, c.drawn, c.heatmap,
-                                                      c.image)],
+                                                      c.image, size=c.size)],
             "entropy": [entropy(a) for a in emitted], "uniform": [float(np.log(len(c.units)))] * len(emitted)}
 
 

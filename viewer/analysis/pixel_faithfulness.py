@@ -121,8 +121,8 @@ def deletion(pipe: Pipeline, maps: dict[str, np.ndarray], levels=LEVELS, random_
         for which, least in (("morf", False), ("lerf", True)):
             index[(m, which)] = sum(len(b) for b in blocks)
             blocks.append(keep_masks(orders, lv, least).reshape(-1, GRID, GRID))
-    lp = pipe.logprobs(torch.from_numpy(np.concatenate(blocks)), imputer).numpy().astype(np.float64)   # (M, T)
-    base = pipe.base().numpy().astype(np.float64)
+    lp = pipe.whole_words(pipe.logprobs(torch.from_numpy(np.concatenate(blocks)), imputer)).numpy().astype(np.float64)
+    base = pipe.whole_words(pipe.base()).numpy().astype(np.float64)   # (M, T), (T,): words' log-probs
     n_rand = random_draws * len(lv)
     zero = np.zeros((t_len, 1)) if levels[0] == 0 else np.zeros((t_len, 0))
     rand = (base[None] - lp[:n_rand]).reshape(random_draws, len(lv), t_len).mean(0).T      # (T, L')
@@ -193,8 +193,9 @@ def insertion(pipe: Pipeline, maps: dict[str, np.ndarray], levels=INSERT_LEVELS,
         orders = np.stack([order(mp[t], rng) for t in steps])
         index[m] = sum(len(b) for b in blocks)
         blocks.append(1 - keep_masks(orders, mid).reshape(-1, GRID, GRID))
-    lp = pipe.logprobs(torch.from_numpy(np.concatenate(blocks)), check_imputer(imputer)).numpy().astype(np.float64)
-    base = pipe.base().numpy().astype(np.float64)
+    lp = pipe.whole_words(pipe.logprobs(torch.from_numpy(np.concatenate(blocks)), check_imputer(imputer)))
+    lp = lp.numpy().astype(np.float64)
+    base = pipe.whole_words(pipe.base()).numpy().astype(np.float64)
     removed = lp[0]
 
     def full(rise_mid: np.ndarray) -> np.ndarray:   # (T, len(mid)) -> (T, L) with the free ends
@@ -244,8 +245,8 @@ def sun_ablation(pipe: Pipeline, maps: dict[str, np.ndarray], steps: list[int], 
             masks.append(keep.reshape(SUN_PATCHES, SUN_PATCHES))
             index.append((t, m))
     keep = torch.from_numpy(np.stack(masks))
-    lp = pipe.logprobs(keep, "zero").numpy()
-    base = pipe.base().numpy()
+    lp = pipe.whole_words(pipe.logprobs(keep, "zero")).numpy()
+    base = pipe.whole_words(pipe.base()).numpy()
     captions = pipe.captions(keep, "zero", settings)
     out: dict[int, dict] = {t: {} for t in steps}
     for i, (t, m) in enumerate(index):
@@ -256,8 +257,9 @@ def sun_ablation(pipe: Pipeline, maps: dict[str, np.ndarray], steps: list[int], 
 
 def visual_dependence(pipe: Pipeline, imputer: str = "blur") -> np.ndarray:
     """(T,) each word's log p(word | photo) - log p(word | the photo entirely hidden: blurred away,
-    or removed under `road`): how much it was seen rather than guessed from the words before it."""
-    return (pipe.base() - pipe.logprobs(torch.zeros(1, GRID, GRID), imputer)[0]).numpy()
+    or removed under `road`): how much it was seen rather than guessed from the words before it (a
+    word of several tokens: at its first step, over all its tokens)."""
+    return pipe.whole_words(pipe.base() - pipe.logprobs(torch.zeros(1, GRID, GRID), imputer)[0]).numpy()
 
 
 def seen_dependence(pipe: Pipeline) -> np.ndarray:

@@ -193,7 +193,8 @@ def ground_maps(words: list[str], maps: np.ndarray, photo: BoxedPhoto, image: in
     maps = np.asarray(maps, np.float64).reshape(len(maps), -1)
     units = grid_units(maps.shape[1])
     keys = [(t, word, match_key(word, photo.boxes)) for t, word in enumerate(words[:len(maps)])]
-    return [ground_word(t, word, key, maps[t], units, photo.unit_boxes(key), image) for t, word, key in keys if key]
+    return [ground_word(t, word, key, maps[t], units, photo.unit_boxes(key), image, size=(photo.width, photo.height))
+            for t, word, key in keys if key]
 
 
 SUMMARY_KEYS = ("words", "mass_in_box", "mass_in_box_ci", "mass_uniform_baseline", "box_area", "pointing",

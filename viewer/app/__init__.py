@@ -5,16 +5,14 @@ import argparse
 import logging
 import os
 import socket
+import threading
 import sys
+
+from .keys import MODEL_KEYS
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-
-
-# Lecture mode: number key k picks the Model list's k-th model, one key per shipped model. Here, not in
-# session.py, so `--help` can name them without importing torch.
-MODEL_KEYS = tuple(range(1, 5))
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -118,6 +116,7 @@ def main(argv=None, prog: str = "launch.py") -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     studio.captioner.vision   # load the encoder and detector before the page is served
+    threading.Thread(target=studio.warm_up, name="warm-up", daemon=True).start()   # every model, behind the page
     print(f"attention viewer on http://{args.host}:{args.port}  (Ctrl+C stops it)")
     launch(demo, args.host, args.port, block=True, share=args.share)
     return 0

@@ -299,6 +299,7 @@ onmessage = (e) => {
 };`;
 let worker = null;
 try { worker = new Worker(URL.createObjectURL(new Blob([KERNEL], {type: 'text/javascript'}))); } catch (e) { worker = null; }
+if (worker) worker.onerror = () => { S.busy = false; };
 if (worker) worker.onmessage = (e) => {
   const r = e.data;
   S.busy = false;
@@ -315,11 +316,20 @@ function keep(id, image, dmax) {
   createImageBitmap(image).then((bitmap) => {   // (a new trace or style starts a new S.frames)
     if (S.frames.get(id) !== frame) { bitmap.close(); return; }
     frame.bitmap = bitmap; frame.image = null;
+    live(1);
   }, () => {});
   if (id === S.previewing && id === S.step) draw();
   if (!main) return;
   if (typeof id === 'number') { S.tiles.add(id); if (!S.tileTask) S.tileTask = idle(drawTiles); }
   else if (id === 'c' + S.step) drawCoverage(S.step);
+}
+
+// Every bitmap is closed when its frames are replaced (a new trace or style), so the page's memory is
+// the current frames' whatever the number of captions; canvas.dataset.bitmaps counts the live ones.
+function live(n) { S.bitmaps = (S.bitmaps || 0) + n; canvas.dataset.bitmaps = String(S.bitmaps); }
+function dropFrames(style) {
+  for (const f of S.frames.values()) if (f.bitmap) { f.bitmap.close(); live(-1); }
+  S.frames = new Map(); S.frameStyle = style;
 }
 
 function gridFrame(P, t, st) {
@@ -375,7 +385,7 @@ function draw() {
   if (!P || !S.photo || P.key !== S.key) return;
   const t = Math.min(Math.max(S.step, 0), P.maps.length - 1), w = P.width, h = P.height;
   const sk = frameKey(P, st);
-  if (S.frameStyle !== sk) { S.frames = new Map(); S.frameStyle = sk; }
+  if (S.frameStyle !== sk) dropFrames(sk);
   let exact = true;
   if (P.kind === 'regions') {   // drawn straight onto the canvas when its frame is not made yet (ahead makes it)
     if (S.frames.has(t)) paintFrame(ctx, S.frames.get(t), w, h);
@@ -718,7 +728,8 @@ function load() {
   title.textContent = V.title || '';
   if (V.key === S.key) { if (main) trigger('load'); return; }
   const P = unpackedAll(V);
-  S.key = P.key; S.frames = new Map(); S.frameStyle = null; S.busy = false; S.step = P.step || 0;
+  S.key = P.key; S.step = P.step || 0;   // a frame job in flight (S.busy) ends first: one job at a time
+  dropFrames(null);
   canvas.dataset.receivedAt = String(performance.now());   // the trace arrived (the benchmark splits the wait)
   photoFor(P.photo).then((photo) => {
     if (S.key !== P.key) return;

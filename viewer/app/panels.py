@@ -13,12 +13,12 @@ import numpy as np
 from ..analysis.diagnose import occlude, sanity
 from ..analysis.explain import METHOD_LABELS
 from ..analysis.faithfulness import DRAWS, LEVELS, trace_faithfulness
-from ..analysis.grounding import grid_units, ground_words, grounding, grounding_summary
+from ..analysis.grounding import grid_units, ground_words, grounding, grounding_summary, word_class
 from ..analysis.steer import SteerResult, steer, steer_map
 from ..engine.images import AttendsTo
 from ..engine.render import render_heatmap
 from ..engine.trace import AttentionTrace
-from . import MODEL_KEYS
+from .keys import MODEL_KEYS
 from ..analysis.pixel_faithfulness import SEEN
 from .session import Exploration, Studio, Style, jpeg, thumbnail, unit_at
 
@@ -181,11 +181,13 @@ def _bars(title: str, alternatives: list[tuple[str, float]]) -> str:
 
 
 def trust_card(studio: Studio, ex: Exploration, style: Style) -> str:
-    """HTML: "which map to trust" for the selected word: each method's map, how much hiding the
-    photo in its order costs the word (deletion AUC, most relevant first; the blur gap (LeRF - MoRF) / 2,
-    ROAD's formula under the blur: the reports give ROAD under its own imputer),
-    whether its peak lies on the detector's boxes of the object the word names, and how much the
-    word depends on the photo at all (visual dependence)."""
+    """HTML: "which map to trust" for the selected word, by the reports' rule: each method's map, how
+    much hiding the photo in its order costs the word (deletion AUC, most relevant first) under both
+    imputers (the blur, which occlusion and superpixels build their maps with, and ROAD's noisy linear
+    imputation, which no method optimises); a map is named the one to trust only when both agree.
+    Whether its peak lies on the detector's boxes of the object the word names, and how much the word
+    depends on the photo at all (visual dependence, blurred away and removed: "guessed" only when
+    neither hiding costs it SEEN nats)."""
     found, curves = studio.trust(ex)
     t, word = ex.step, ex.trace.word_at(ex.step).text
     regions = studio.captioner.features([ex.photo], with_regions=True)[0].regions
@@ -193,22 +195,38 @@ def trust_card(studio: Studio, ex: Exploration, style: Style) -> str:
     tiles = []
     for m, e in found.items():
         grid = e.maps[m][t]
-        hit = ground_words([word], grid.reshape(1, -1), grid_units(grid.size), regions)
+        hit = ground_words([word], grid.reshape(1, -1), grid_units(grid.size), regions,
+                           size=(ex.photo.width, ex.photo.height))
         point = ("no object named" if not hit else "object not detected" if hit[0].hit is None
                  else "peak on the object" if hit[0].hit else "peak off the object")
         img = base64.b64encode(jpeg(render_heatmap(small, grid, style.upsampling, style.colormap, style.opacity,
                                                    style.scale, bar=False), 85)).decode()
+        aucs = " &middot; ".join(f'{IMPUTER_NAMES[imp]} <b class="auc" data-imputer="{imp}">{c.auc(m)[t]:.2f}</b>'
+                                 for imp, c in curves.items())
         tiles.append(f'<div class="trust-tile" data-method="{m}"><img src="data:image/jpeg;base64,{img}" '
                      f'alt="{html.escape(m)}"/><div><b>{html.escape(METHOD_LABELS[m])}</b></div>'
-                     f'<div>deletion AUC <b class="auc">{curves.auc(m)[t]:.2f}</b> nats &middot; '
-                     f'blur gap {curves.gap(m)[t]:+.2f}</div><div>{point}</div></div>')
-    dep = float(curves.visual_dependence[t])
-    return (f'<div class="step-facts">Which map to trust for <b>{html.escape(word)}</b>? Blurring the photo '
-            f"in each map's order (most relevant first, up to 90%) lowers log p({html.escape(word)}) on average "
-            f"by the deletion AUC; a random order: {curves.auc()[t]:.2f} nats. The map whose order costs the word "
-            f"most holds what it used. Visual dependence: log p({html.escape(word)}) falls by {dep:.2f} nats "
-            f"when the whole photo is blurred{' (said, not seen)' if dep < SEEN else ''}.</div>"
+                     f'<div>deletion AUC {aucs} nats</div><div>{point}</div></div>')
+    best = {imp: max(found, key=lambda m, c=c: c.auc(m)[t]) for imp, c in curves.items()}
+    w = html.escape(word)
+    if len(set(best.values())) == 1:
+        ranked = (f"<b>{html.escape(METHOD_LABELS[next(iter(best.values()))])}</b>'s order costs "
+                  f"log p({w}) most under both imputers: its map holds most of what the word used")
+    else:
+        ranked = ("The imputers disagree on which map holds what the word used (" + ", ".join(
+            f"{IMPUTER_NAMES[imp]}: {html.escape(METHOD_LABELS[m])}" for imp, m in best.items()) + "): trust neither alone")
+    dep = {imp: float(c.visual_dependence[t]) for imp, c in curves.items()}
+    guessed = max(dep.values()) < SEEN
+    label = (" (said, not seen)" if word_class(word) else " (guessed)") if guessed else ""
+    random = " / ".join(f"{c.auc()[t]:.2f}" for c in curves.values())
+    return (f'<div class="step-facts">Which map to trust for <b>{w}</b>? Hiding the photo in each map\'s order '
+            f"(most relevant first, up to 90%; blurred, or filled by ROAD's noisy linear imputation) lowers "
+            f"log p({w}) on average by the deletion AUC; a random order: {random} nats. {ranked}. "
+            f"Visual dependence: log p({w}) falls by {dep['blur']:.2f} nats when the whole photo is blurred away "
+            f"and by {dep['road']:.2f} when it is removed{label}.</div>"
             f'<div class="trust">{"".join(tiles)}</div>')
+
+
+IMPUTER_NAMES = {"blur": "blur", "road": "ROAD imputer"}
 
 
 # --- lecture mode --------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from ..engine.pipeline import Captioner, photo_key
 from ..engine.render import (paper_operator, render_cells, render_figure, render_gif, render_heads, render_step, render_strip)
 from ..engine.trace import AttentionTrace
 from ..engine.vision.boxes import CONTEXT
-from ..analysis.explain import Explanation, Pipeline, available_methods, explain, explained_trace
+from ..analysis.explain import IMPUTERS, Explanation, Pipeline, available_methods, explain, explained_trace
 from ..analysis.pixel_faithfulness import SEEN, Deletion, deletion, seen_dependence
 
 STRATEGY_LABELS = {"Beam search": "beam", "Greedy": "greedy", "Sampling": "sample"}
@@ -250,6 +250,20 @@ class Studio:
         return self.decode(photo, model, settings, self.captioner.forced_ids(model, caption))[0]
 
     # --- exploring -------------------------------------------------------------------------
+    def warm_up(self, photo: Photo | None = None) -> list[str]:
+        """Load every model and caption a small photo with each once, behind the page, so the first
+        caption a person asks for is as fast as the next (weights read, torch's kernels warm). A model
+        that fails here is left for its first click to say why; returns the models warmed."""
+        photo = photo or Photo(np.full((64, 64, 3), 128, np.uint8), 64, 64, "warm-up")
+        warmed = []
+        for name in self.models():
+            try:
+                self.decode(photo, name, DecodeSettings())
+            except Exception:   # noqa: BLE001 - its first real use reports it, in the page
+                continue
+            warmed.append(name)
+        return warmed
+
     def explore(self, photo_source, model: str, settings: DecodeSettings) -> Exploration:
         """A new Exploration of a photo (a file, opened once: `open_photo`) with a model's decode."""
         if isinstance(photo_source, Photo):
@@ -388,13 +402,15 @@ class Studio:
                 self._pipes.pop(next(iter(self._pipes)))
         return self._pipes[key]
 
-    def trust(self, ex: Exploration) -> tuple[dict[str, Explanation], Deletion]:
+    def trust(self, ex: Exploration) -> tuple[dict[str, Explanation], dict[str, Deletion]]:
         """Every method's maps of the shown caption and the selected word's pixel-space deletion
-        curves under each (one batch of blurred photos), cached per photo, model, caption and word."""
+        curves under each, under both imputers (the reports' two-imputer rule; one batch of photos
+        each), cached per photo, model, caption, word and imputer."""
         found = {m: self.explain(ex, m) for m in self.methods(ex.model)}
-        key = (photo_key(ex.photo), ex.model, ex.tokens, ex.step)
         maps = {m: e.maps[m] for m, e in found.items()}
-        return found, self._once(self._deletions, key, lambda: deletion(self.pipe(ex), maps, steps=[ex.step]))
+        return found, {imp: self._once(self._deletions, (photo_key(ex.photo), ex.model, ex.tokens, ex.step, imp),
+                                       lambda imp=imp: deletion(self.pipe(ex), maps, steps=[ex.step], imputer=imp))
+                       for imp in IMPUTERS}
 
     def methods(self, model: str) -> tuple[str, ...]:
         return available_methods(self.captioner, model)

@@ -21,7 +21,7 @@ from ..engine.decoding import DecodeSettings
 from ..engine.images import ImageError
 from ..paths import ASSETS
 from ..engine.render import COLORMAPS, SCALES, UPSAMPLING
-from . import MODEL_KEYS
+from .keys import MODEL_KEYS
 from . import panels as P
 from . import session as S
 from .page_view import AttentionView

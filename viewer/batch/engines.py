@@ -13,7 +13,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable
 
-from .records import RecordFile, file_name, read_dir
+from .records import FORMAT, RecordFile, digest, file_name, read_dir
 
 RETRIES = 2   # a Ray task whose worker died runs again this many times, on a restarted actor
 
@@ -22,8 +22,10 @@ RETRIES = 2   # a Ray task whose worker died runs again this many times, on a re
 class Job:
     """A dataset command as items -> records: what every engine runs.
 
-    `items`: JSON objects, each with `index` (its place) and `id` (the photo), plus what the worker
-    needs; `settings`: everything the records depend on (with `command`, the run's fingerprint);
+    `items`: JSON objects, each with `index` (its place) and `id` (the photo; `sha`, its content's
+    digest, where the id is a path outside a dataset), plus what the worker needs; `settings`:
+    everything else the records depend on (with the command, the items' digest and the record
+    format, the run's fingerprint);
     `worker`: a picklable callable that makes the per-worker function `items -> records` (it loads
     the model, once per process or actor); `chunk`: how many items are mapped together."""
 
@@ -35,11 +37,22 @@ class Job:
 
     @property
     def fingerprint(self) -> dict:
-        return {"command": self.command, "chunk": self.chunk, **self.settings}
+        return {"command": self.command, "chunk": self.chunk, "format": FORMAT,
+                "items": {"count": len(self.items), "digest": digest([item_key(it) for it in self.items])},
+                **self.settings}
+
+    @property
+    def ids(self) -> list[str]:
+        return [it["id"] for it in self.items]
 
     def chunks(self, shard: tuple[int, int] | None = None) -> list[list[dict]]:
         every = [self.items[i:i + self.chunk] for i in range(0, len(self.items), self.chunk)]
         return every if shard is None else every[shard[0] - 1::shard[1]]
+
+
+def item_key(item: dict) -> list:
+    """What an item is about: its id, and its content's digest where it has one."""
+    return [item["id"], item.get("sha")]
 
 
 def shard_spec(text: str | None) -> tuple[int, int] | None:
@@ -104,6 +117,9 @@ class ChunkWorker:
         done = [json.dumps(map_chunk(self.fn, json.loads(c))) for c in batch["chunk"]]
         return {"records": np.array(done, dtype=object)}
 
+    def one(self, item: dict) -> list[dict]:
+        return map_chunk(self.fn, [item])
+
 
 def start_ray(log=None):
     """Join the cluster named by RAY_ADDRESS (or a `ray start` on this machine), else start a local
@@ -147,19 +163,34 @@ def _ray(job: Job, chunks: list[list[dict]], workers: int = 1, gpus: float = 0, 
             seen.update(r["index"] for r in recs)
             yield recs
     except Exception as err:   # noqa: BLE001 - the retries ran out: isolate the photo that kills workers
-        if log:
-            log(f"ray: a chunk failed after {RETRIES} retries ({type(err).__name__}); its photos run one by one")
-        one = ray.remote(num_cpus=cpus, num_gpus=gpus, max_retries=RETRIES)(_single)
         left = [item for c in chunks for item in c if item["index"] not in seen]
-        for item, ref in [(item, one.remote(job.worker, item)) for item in left]:
-            try:
-                yield ray.get(ref)
-            except Exception as died:   # noqa: BLE001
+        if log:
+            log(f"ray: a chunk failed after {RETRIES} retries ({type(err).__name__}); its {len(left)} photos run "
+                f"one by one on {workers} worker(s)")
+        yield from _isolate(ray, job, left, workers, gpus, cpus)
+
+
+def _isolate(ray, job: Job, items: list[dict], workers: int, gpus: float, cpus: float):
+    """Each item alone, at most `workers` at a time, on actors that load the model once (a dead actor
+    restarts and loads it again); an item whose actor dies on it RETRIES + 1 times is an error record."""
+    actor = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0)(ChunkWorker)
+    free = [actor.remote(job.worker, max(1, int(cpus))) for _ in range(min(workers, len(items)))]
+    queue, running = [(item, 0) for item in items], {}
+    while queue or running:
+        while queue and free:
+            item, tries = queue.pop(0)
+            worker = free.pop()
+            running[worker.one.remote(item)] = (worker, item, tries)
+        (ref,), _ = ray.wait(list(running), num_returns=1)
+        worker, item, tries = running.pop(ref)
+        free.append(worker)
+        try:
+            yield ray.get(ref)
+        except Exception as died:   # noqa: BLE001 - the actor died on this photo
+            if tries < RETRIES:
+                queue.insert(0, (item, tries + 1))
+            else:
                 yield [error_record(item, died)]
-
-
-def _single(worker, item: dict) -> list[dict]:
-    return map_chunk(worker(), [item])
 
 
 ENGINES = {"local": _local, "ray": _ray}
@@ -171,21 +202,33 @@ def run(job: Job, out: str | None = None, engine: str = "local", shard: tuple[in
     records of those items, written ones included."""
     if engine not in ENGINES:
         raise ValueError(f"--engine {engine!r}: choose from {', '.join(ENGINES)}")
-    store = RecordFile(out and os.path.join(out, file_name(shard)), job.fingerprint)
-    if out:
-        store.done.update(read_dir(out, job.fingerprint)[1])   # every shard's records in the folder count as done
+    store = RecordFile(out and os.path.join(out, file_name(shard)), job.fingerprint, job.ids)
+    if out:   # every shard's records in the folder count as done
+        for rec in read_dir(out, job.fingerprint)[2].values():
+            store.done.setdefault(rec["index"], rec)
+    for i, rec in list(store.done.items()):   # a record is reused only for the item it is about
+        if i >= len(job.items) or rec["id"] != job.items[i]["id"]:
+            del store.done[i]
     mine = job.chunks(shard)
     indices = [item["index"] for c in mine for item in c]
-    todo = [c for c in mine if any(item["index"] not in store.done for item in c)]
+    todo = [c for c in mine if any(store.todo(item["index"]) for item in c)]
+    retried = sum(i in store.done and store.todo(i) for i in indices)
     start = time.perf_counter()
     if log and out:
-        log(f"{job.command}: {len(indices) - sum(map(len, todo))} of {len(indices)} photos already in {store.path}")
+        log(f"{job.command}: {sum(not store.todo(i) for i in indices)} of {len(indices)} photos already in "
+            f"{store.path}" + (f"; {retried} that failed before are tried again" if retried else ""))
     for recs in ENGINES[engine](job, todo, workers=workers, gpus=gpus_per_worker, cpus=cpus_per_worker, log=log):
         store.add(recs)
         if log:
             for r in recs:
                 if "error" in r:
                     log(f"{r['id']}: {r['error']}")
-            log(f"{job.command}: {sum(i in store.done for i in indices)}/{len(indices)} photos, "
+            log(f"{job.command}: {sum(not store.todo(i) for i in indices)}/{len(indices)} photos, "
                 f"{time.perf_counter() - start:.0f} s")
     return store.sorted(indices)
+
+
+def failures(records: list[dict]) -> str:
+    """'' or ', N failed' for a report's text: failures are said wherever results are."""
+    n = sum("error" in r for r in records)
+    return f", {n} failed" if n else ""

@@ -37,7 +37,7 @@ def job(args):
                 "methods": list(methods)}
     opts = {"device": args.device, "checkpoints": args.checkpoints, "features": args.features,
             "model_arg": args.model, "boxes": os.path.abspath(args.boxes), "methods": list(methods)}
-    items = [{"index": i, "id": bp.key} for i, bp in enumerate(photos)]
+    items = [{**it, "id": bp.key} for it, bp in zip(options.photo_items([bp.path for bp in photos]), photos)]
     return Job(NAME, items, settings, functools.partial(open_worker, opts), 1)
 
 

@@ -39,7 +39,7 @@ def add_parser(sub) -> None:
     p.add_argument("--explain", metavar="METHODS", help="with --json: every step gets 'explain' {method: 14x14 map} "
                    "for these methods (attention, occlusion, gradcam, relevancy, superpixels, kernelshap, "
                    "occlusion-fine; comma-separated) and, per imputer, each map's pixel-space deletion AUC and gap "
-                   "(blur_gap; road = ROAD) and the word's visual dependence")
+                   "(blur_gap; road = cell-level ROAD) and the word's visual dependence")
     p.add_argument("--imputers", default="blur", metavar="NAMES",
                    help="with --explain: what hidden pixels become when maps are scored: blur, road (ROAD's noisy "
                         "linear imputation) or blur,road (default blur)")
@@ -150,8 +150,8 @@ def job(args):
     settings = {**options.model_identity(lm), "decode": decode, "steer": args.steer, "faithfulness": args.faithfulness,
                 "methods": list(methods), "imputers": list(imputers), "features": args.features}
     opts = {"device": args.device, "checkpoints": args.checkpoints, "model_arg": args.model, **settings}
-    items = [{"index": i, "id": p} for i, p in enumerate(photo_paths(args.images))]
-    return Job(NAME, items, settings, functools.partial(open_worker, opts), CHUNK)
+    return Job(NAME, options.photo_items(photo_paths(args.images)), settings, functools.partial(open_worker, opts),
+               CHUNK)
 
 
 def reduce(fingerprint: dict, records: list[dict]) -> list[dict]:
@@ -159,10 +159,14 @@ def reduce(fingerprint: dict, records: list[dict]) -> list[dict]:
 
 
 def write(records: list[dict], out: str, fingerprint: dict | None = None) -> dict:
-    path = os.path.join(out, "traces.jsonl")
-    with open(path, "w", encoding="utf-8") as f:
+    """traces.jsonl (one trace per photo captioned, in order) and failed.jsonl (each photo that was
+    not, and why: a failure is never dropped without a word)."""
+    paths = {"traces": os.path.join(out, "traces.jsonl"), "failed": os.path.join(out, "failed.jsonl")}
+    with open(paths["traces"], "w", encoding="utf-8") as f:
         f.write("".join(json.dumps(r["trace"]) + "\n" for r in records if "trace" in r))
-    return {"traces": path}
+    with open(paths["failed"], "w", encoding="utf-8") as f:
+        f.write("".join(json.dumps({"id": r["id"], "error": r["error"]}) + "\n" for r in records if "error" in r))
+    return paths
 
 
 def run(args) -> int:

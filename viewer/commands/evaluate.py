@@ -122,9 +122,9 @@ def job(args):
                    "references": args.explain_references, "photos_asked": asked,
                    "sanity_photos": args.explain_sanity,
                    "settings": fingerprint(captioner, args.model, args.split, used, imputers, args.explain_references,
-                                           True, args.explain_sanity)}
+                                           True, args.explain_sanity, data, paths)}
     settings = {**options.model_identity(loaded), "imported": loaded.imported, "data": os.path.abspath(args.data),
-                "split": args.split, "photos": len(paths), "beam": args.beam, "max_len": args.max_len,
+                "data_digest": data.digest(), "split": args.split, "beam": args.beam, "max_len": args.max_len,
                 "heads": args.heads, "faithfulness": args.faithfulness, "fp16": bool(args.ship),
                 "features": args.features, "seen": report_half_seen(data, args.split), "explain": explain}
     opts = {"device": args.device, "checkpoints": args.checkpoints, "features": args.features, "model_arg": args.model,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import sys
 
@@ -54,10 +53,30 @@ def methods(text: str | None) -> tuple[str, ...]:
 
 
 def model_identity(loaded) -> dict:
-    """What a record's model is: its name and a hash of its weights file (a folder: its name)."""
+    """What a record's model is: its name and the digest of its weights (a file's bytes; a folder's
+    files, as an `hf:` folder or an imported model's own encoder keeps them)."""
+    from ..batch.records import file_digest
     path = loaded.path
-    digest = hashlib.sha256(open(path, "rb").read()).hexdigest()[:16] if os.path.isfile(path) else None
-    return {"model": loaded.name, "checkpoint": digest}
+    if os.path.isfile(path):
+        return {"model": loaded.name, "checkpoint": file_digest(path)}
+    files = sorted(os.path.join(root, f) for root, _, names in os.walk(path) for f in names) if os.path.isdir(path) else []
+    return {"model": loaded.name, "checkpoint": file_digest(*files) if files else None,
+            "checkpoint_files": [os.path.relpath(f, path) for f in files]}
+
+
+def photo_items(paths: list[str]) -> list[dict]:
+    """A command's items for photo files named by the user: each with its content's digest, so a
+    record is never reused for another photo at the same path (a photo that cannot be read: no digest,
+    its record will say why)."""
+    from ..batch.records import file_digest
+    items = []
+    for i, path in enumerate(paths):
+        try:
+            sha = file_digest(path)
+        except OSError:
+            sha = None
+        items.append({"index": i, "id": path, "sha": sha})
+    return items
 
 
 def add_batch_options(p: argparse.ArgumentParser, out_help: str) -> None:

@@ -46,28 +46,31 @@ def open_worker(opts: dict):
     return records
 
 
-def photo_paths(args) -> list[str]:
+def photo_items(args) -> tuple[list[dict], str | None]:
+    """The photos as items (a dataset's by path, a folder's with their content's digest) and the
+    dataset's digest (None for a folder)."""
     if bool(args.data) == bool(args.images):
         raise ValueError("give either --data DIR (with --split) or --images FOLDER")
     if args.data:
         from ..data.datasets import load_dataset
-        paths = load_dataset(args.data).split(args.split)
-    else:
-        paths = sorted(p for ext in ("jpg", "jpeg", "png") for p in glob.glob(os.path.join(args.images, f"*.{ext}")))
-    return paths[: args.limit] if args.limit else paths
+        data = load_dataset(args.data)
+        paths = data.split(args.split)
+        paths = paths[: args.limit] if args.limit else paths
+        return [{"index": i, "id": p} for i, p in enumerate(paths)], data.digest()
+    paths = sorted(p for ext in ("jpg", "jpeg", "png") for p in glob.glob(os.path.join(args.images, f"*.{ext}")))
+    return options.photo_items(paths[: args.limit] if args.limit else paths), None
 
 
 def job(args):
     from ..batch import Job
-    paths = photo_paths(args)
+    items, data_digest = photo_items(args)
     loaded = options.captioner(args).model(args.model)
     settings = {**options.model_identity(loaded), "data": args.data and os.path.abspath(args.data),
-                "split": args.split if args.data else None,
-                "images": args.images and os.path.abspath(args.images), "photos": len(paths), "beam": args.beam,
+                "data_digest": data_digest, "split": args.split if args.data else None,
+                "images": args.images and os.path.abspath(args.images), "beam": args.beam,
                 "features": args.features, "sort": args.sort}
     opts = {"device": args.device, "checkpoints": args.checkpoints, "features": args.features,
             "model_arg": args.model, "data": args.data, "beam": args.beam}
-    items = [{"index": i, "id": p} for i, p in enumerate(paths)]
     return Job(NAME, items, settings, functools.partial(open_worker, opts), CHUNK)
 
 
@@ -88,5 +91,6 @@ def run(args) -> int:
     args.out = args.out or os.path.join("triage", name)
     records = options.run_batch(batch, args)
     if records is not None:
-        print(json.dumps(write(reduce(batch.fingerprint, records), args.out, batch.fingerprint)))
+        failed = [r["id"] for r in records if "error" in r]
+        print(json.dumps({**write(reduce(batch.fingerprint, records), args.out, batch.fingerprint), "failed": failed}))
     return 0

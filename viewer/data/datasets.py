@@ -25,6 +25,15 @@ class CaptionSet:
     root: str
     splits: dict[str, list[str]] = field(default_factory=dict)     # split -> image paths
     captions: dict[str, list[str]] = field(default_factory=dict)   # image path -> reference captions
+    files: list[str] = field(default_factory=list)                 # what it was read from (captions, split lists)
+
+    def digest(self) -> str:
+        """What a record made from this data depends on: its files' bytes (captions and image lists)."""
+        h = hashlib.sha256()
+        for path in self.files:
+            with open(path, "rb") as f:
+                h.update(f.read())
+        return h.hexdigest()[:16]
 
     def split(self, name: str) -> list[str]:
         """A split's image paths. "NAME-select" and "NAME-report" are fixed halves of split NAME
@@ -54,7 +63,7 @@ def load_dataset(path: str) -> CaptionSet:
 
 def read_flickr8k(root: str) -> CaptionSet:
     """`captions.txt` lines `IMAGE#N<TAB>caption`, `{split}_images.txt`, images in `images/`."""
-    data = CaptionSet(root)
+    data = CaptionSet(root, files=[os.path.join(root, "captions.txt")])
     image_dir = os.path.join(root, "images")
     with open(os.path.join(root, "captions.txt"), encoding="utf-8") as f:
         for line in f:
@@ -64,27 +73,42 @@ def read_flickr8k(root: str) -> CaptionSet:
             data.captions.setdefault(os.path.join(image_dir, key.split("#")[0]), []).append(text)
     for split_file in sorted(glob.glob(os.path.join(root, "*_images.txt"))):
         name = os.path.basename(split_file)[: -len("_images.txt")]
+        data.files.append(split_file)
         with open(split_file, encoding="utf-8") as f:
             data.splits[name] = [os.path.join(image_dir, n.strip()) for n in f if n.strip()]
     return data
 
 
 def _read_json(path: str, root: str) -> CaptionSet:
-    with open(path, encoding="utf-8") as f:
-        obj = json.load(f)
-    return read_karpathy(obj, root) if "images" in obj and obj["images"] and "sentences" in obj["images"][0] \
-        else read_coco(obj, root, os.path.basename(path))
+    """A Karpathy split or COCO captions file; anything else is one clear error, never a traceback."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+        karpathy = isinstance(obj, dict) and obj.get("images") and "sentences" in obj["images"][0]
+        data = read_karpathy(obj, root) if karpathy else read_coco(obj, root, os.path.basename(path))
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as err:
+        what = "not JSON" if isinstance(err, json.JSONDecodeError) else \
+            f"{type(err).__name__}: {err}" if not isinstance(err, KeyError) else f"no {err} field"
+        raise ValueError(f"{path}: not a Karpathy split or COCO captions JSON ({what})") from None
+    data.files = [path]
+    return data
+
+
+def _text(value, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"a {what} that is not text")
+    return value
 
 
 def read_karpathy(obj: dict, root: str) -> CaptionSet:
     """Karpathy split JSON (`dataset_coco.json`, `dataset_flickr8k.json`): images with split and sentences."""
     data = CaptionSet(root)
     for img in obj["images"]:
-        path = os.path.join(root, img.get("filepath", ""), img["filename"])
+        path = os.path.join(root, _text(img.get("filepath", ""), "filepath"), _text(img["filename"], "filename"))
         split = {"restval": "train"}.get(img.get("split", "train"), img.get("split", "train"))
         split = "dev" if split == "val" else split
         data.splits.setdefault(split, []).append(path)
-        data.captions[path] = [s.get("raw") or " ".join(s["tokens"]) for s in img["sentences"]]
+        data.captions[path] = [_text(s.get("raw") or " ".join(s["tokens"]), "caption") for s in img["sentences"]]
     return data
 
 
@@ -92,8 +116,10 @@ def read_coco(obj: dict, root: str, filename: str = "") -> CaptionSet:
     """COCO captions JSON (`captions_train2014.json`): one split named after the file."""
     split = "dev" if "val" in filename else "test" if "test" in filename else "train"
     data = CaptionSet(root)
-    by_id = {im["id"]: os.path.join(root, im["file_name"]) for im in obj["images"]}
+    by_id = {im["id"]: os.path.join(root, _text(im["file_name"], "file_name")) for im in obj["images"]}
     for ann in obj.get("annotations", []):
-        data.captions.setdefault(by_id[ann["image_id"]], []).append(ann["caption"])
+        if ann["image_id"] not in by_id:
+            raise ValueError(f"a caption of image id {ann['image_id']!r}, which no image has")
+        data.captions.setdefault(by_id[ann["image_id"]], []).append(_text(ann["caption"], "caption"))
     data.splits[split] = [p for p in by_id.values() if p in data.captions]
     return data

@@ -17,7 +17,7 @@ from safetensors import SafetensorError
 from safetensors.torch import safe_open, save_file
 
 from .vocab import Vocabulary
-from .images import AttendsTo
+from .loaded import CheckpointError, LoadedModel, stored_vision_spec   # other code imports them from here too
 from .models import REGISTRY, CaptionModel, build_model
 from ..paths import MODEL_DIRS, OWN_CHECKPOINT_DIR
 from .vision import SPEC, SPEC_KEY, FeatureSource, VisionSpec
@@ -30,43 +30,6 @@ FORMAT = "attention-viewer-checkpoint/1"
 REQUIRED = ("format", "name", "model_type", "hparams", "vocab", "vision_spec_key")
 # metadata keys (at any depth) that hold file paths: an absolute one keeps only its base name on save
 PATH_KEYS = ("averaged_from", "init_from", "data", "out", "cache", "file")
-
-
-class CheckpointError(ValueError):
-    """A file that is not a usable checkpoint; the message says why."""
-
-
-class LoadedModel:
-    """A decoder ready to run, with its vocabulary and metadata."""
-
-    image_encoder = None   # a model that brings its own photo encoder (hf: ViTs) sets it; the pipeline runs it
-
-    def __init__(self, model: CaptionModel, vocab: Vocabulary, meta: dict, path: str = "",
-                 encoder_tensors: dict[str, torch.Tensor] | None = None):
-        self.model, self.vocab, self.meta, self.path = model, vocab, meta, path
-        self.encoder_tensors = encoder_tensors or {}
-
-    @property
-    def vision_spec(self) -> VisionSpec:
-        """Where this model's inputs come from: ours (the default), its own encoder, or precomputed files."""
-        return stored_vision_spec(self.meta)
-
-    @property
-    def imported(self) -> bool:
-        return self.vision_spec.brings_own_features
-
-    @property
-    def name(self) -> str:
-        return self.meta["name"]
-
-    @property
-    def attends_to(self) -> AttendsTo:
-        return self.model.attends_to
-
-
-def stored_vision_spec(meta: dict) -> VisionSpec:
-    """The vision spec in a checkpoint's metadata (ours when it names none)."""
-    return VisionSpec.from_json(meta["vision_spec"]) if "vision_spec" in meta else SPEC
 
 
 def code_version() -> str:

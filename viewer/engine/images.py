@@ -87,6 +87,15 @@ def load_photo(source, name: str | None = None) -> Photo:
         raise ImageError(f"{label}: the image is damaged or truncated ({err})") from None
 
 
+def photo_size(path: str) -> tuple[int, int]:
+    """An upright photo's (width, height) from its header alone (EXIF rotation applied), for figures
+    measured in the photo's own pixels without decoding it."""
+    with Image.open(path) as img:
+        width, height = img.size
+        turned = img.getexif().get(0x0112) in (5, 6, 7, 8)   # EXIF orientations that swap the sides
+    return (height, width) if turned else (width, height)
+
+
 def _to_photo(img: Image.Image, label: str) -> Photo:
     if img.width * img.height > MAX_PIXELS:
         raise ImageError(f"{label}: refused, the image claims more than {MAX_PIXELS // 1_000_000} megapixels")

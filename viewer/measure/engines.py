@@ -12,11 +12,12 @@ def engine_bench(model: str, data: str, split: str, photos: int = 24, checkpoint
 
     from ..batch import run
     from ..batch.engines import start_ray
-    from ..commands import build_parser, evaluate
+    from ..commands import evaluate
+    from ..commands.parser import parser_for
     argv = (["--checkpoints", checkpoints] if checkpoints else []) + [
         "evaluate", "--model", model, "--data", data, "--split", split, "--explain", methods, "--imputers", "blur",
         "--explain-photos", str(photos), "--explain-sanity", "0"] + (["--cache", cache] if cache else [])
-    job, _ = evaluate.job(build_parser().parse_args(argv))
+    job, _ = evaluate.job(parser_for([evaluate]).parse_args(argv))
     job.items = job.items[:photos]
     out = {"model": model, "split": split, "photos": len(job.items), "command": "evaluate --explain " + methods,
            "cpus": os.cpu_count()}

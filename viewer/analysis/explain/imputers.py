@@ -24,6 +24,11 @@ BLUR_SIGMA = 12.0           # px on the 224x224 input
 ROAD_NOISE = 0.01 * 0.226   # ROAD's noise, 0.01 on ImageNet-normalised pixels, in [0, 1] intensity units
 NEIGHBOURS = (((1, 1), 1 / 12), ((0, 1), 1 / 6), ((-1, 1), 1 / 12), ((1, -1), 1 / 12),
               ((0, -1), 1 / 6), ((-1, -1), 1 / 12), ((1, 0), 1 / 6), ((-1, 0), 1 / 6))
+IMPUTER_SETTINGS = {   # every constant an imputer's pixels depend on (records' fingerprints name them)
+    "blur": {"sigma_px_on_224": BLUR_SIGMA},
+    "road": {"noise": ROAD_NOISE, "neighbours": repr(NEIGHBOURS), "noise_seed": "the pipeline's seed, per mask"},
+    "zero": {"value": "the encoder's normalised 0"},
+}
 
 
 def check_imputer(name: str) -> str:

@@ -55,7 +55,9 @@ class Pipeline:
         self.regions_model = lm.attends_to == AttendsTo.REGIONS
         ids = captioner.forced_ids(model, caption) if isinstance(caption, str) else [int(i) for i in caption]
         self.token_ids = ids
-        self.words = first_step_words(lm.vocab.word_spans(ids), len(ids))   # per step: its word at its first token
+        spans = lm.vocab.word_spans(ids)
+        self.words = first_step_words(spans, len(ids))   # per step: its word at its first token
+        self.spans = [w.steps for w in spans if len(w.steps) > 1 and w.steps.stop <= len(ids)]
         self.device = captioner.device
         self.tokens = torch.tensor(ids, device=self.device)
         if self.own_encoder is None:
@@ -176,6 +178,14 @@ class Pipeline:
         if self.own_encoder is None:
             return self.captioner.vision.encoder(imgs)
         return self.own_encoder.encode(imgs.permute(0, 3, 1, 2).to(self.own_encoder.device))
+
+    def whole_words(self, lp: torch.Tensor) -> torch.Tensor:
+        """(..., T) per-token log-probs -> the same with each word's first step holding the sum over
+        its tokens: a word's log-prob, which dependence, deletion, insertion and Sun's drop score."""
+        out = torch.as_tensor(lp).clone()
+        for steps in self.spans:
+            out[..., steps.start] = torch.as_tensor(lp)[..., steps.start:steps.stop].sum(-1)
+        return out
 
     def base(self) -> torch.Tensor:
         """(T,) every word's log-prob on the photo itself (cached features, no encoder run)."""

@@ -57,7 +57,7 @@ import re
 import torch
 import torch.nn.functional as F
 
-from ..checkpoints import CheckpointError, LoadedModel
+from ..loaded import CheckpointError, LoadedModel
 from ..images import AttendsTo
 from ..vision.spec import FeatureSource, VisionSpec
 from ..words import Word, marker_of, split_words, starts_word
@@ -84,6 +84,8 @@ def require_transformers():
         import transformers
     except ImportError:
         raise CheckpointError(f"hf: models need the `transformers` package: {INSTALL}") from None
+    transformers.logging.set_verbosity_error()        # what goes wrong is said once, by our error line
+    transformers.logging.disable_progress_bar()
     return transformers
 
 
@@ -528,6 +530,7 @@ def weight_shapes(path: str, label: str, kind: str, files: list[str]) -> tuple[d
             except Exception as err:   # a bad header, a truncated file: safetensors says which
                 raise CheckpointError(f"{label}: {name} is not a readable safetensors file ({_first_line(err)})") from None
             continue
+        check_torch_loads_safely(label)
         try:
             obj = torch.load(file, map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as err:
@@ -542,6 +545,19 @@ def weight_shapes(path: str, label: str, kind: str, files: list[str]) -> tuple[d
     return shapes, tensors
 
 
+SAFE_TORCH = (2, 6)   # below 2.6, torch.load(weights_only=True) can run a crafted file's code (CVE-2025-32434)
+
+
+def check_torch_loads_safely(label: str, version: str | None = None) -> None:
+    """Refuse to unpickle weights with a torch whose `weights_only` is not safe."""
+    version = version or torch.__version__
+    found = tuple(int(p) for p in re.findall(r"\d+", version)[:2])
+    if found < SAFE_TORCH:
+        raise CheckpointError(f"{label}: reading pickled weights needs torch >= {'.'.join(map(str, SAFE_TORCH))} "
+                              f"(this is {version}, whose weights_only loading can run code: CVE-2025-32434); "
+                              "upgrade torch, or use a folder with model.safetensors")
+
+
 def check_shapes(model, shapes: dict[str, tuple], label: str) -> None:
     """The stored tensors fit the model built from config.json (else the weights are another model's)."""
     own = {k: tuple(v.shape) for k, v in model.state_dict().items()}
@@ -552,6 +568,15 @@ def check_shapes(model, shapes: dict[str, tuple], label: str) -> None:
     if wrong:
         raise CheckpointError(f"{label}: weight {wrong[0]} has shape {list(shapes[wrong[0]])}, config.json makes it "
                               f"{list(own[wrong[0]])}")
+
+
+def check_covered(missing: list[str], label: str) -> None:
+    """A folder whose weights lack part of the model (transformers' own missing keys, tied weights
+    already accounted for) is refused, never run with that part randomly initialised."""
+    if missing:
+        parts = sorted({".".join(k.split(".")[:2]) for k in missing})
+        raise CheckpointError(f"{label}: the weights do not cover the model: {len(missing)} tensors missing, in "
+                              f"{', '.join(parts[:4])}{' ...' if len(parts) > 4 else ''} (e.g. {missing[0]})")
 
 
 def load_tokenizer(transformers, path: str, label: str):
@@ -602,9 +627,11 @@ def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementati
         with torch.device("meta"):   # the model config.json makes, without memory: do the weights fit it?
             check_shapes(cls(cfg), shapes, spec)
         if tensors is None:
-            model = cls.from_pretrained(path, use_safetensors=True, trust_remote_code=False, local_files_only=True, **attn)
+            model, info = cls.from_pretrained(path, use_safetensors=True, trust_remote_code=False, local_files_only=True,
+                                              output_loading_info=True, **attn)
         else:   # the tensors read above, never a second unpickling
-            model = cls.from_pretrained(None, config=cfg, state_dict=tensors, **attn)
+            model, info = cls.from_pretrained(None, config=cfg, state_dict=tensors, output_loading_info=True, **attn)
+        check_covered(sorted(info.get("missing_keys") or []), spec)
         tokenizer = load_tokenizer(transformers, path, spec)
         processor = load_image_processor(transformers, path, spec)
     except CheckpointError:

@@ -17,9 +17,14 @@ class Method:
     photo_space: bool = True   # needs the photo through an encoder here (attention does not)
     cascade: bool = True       # cheap enough to rerun at every stage of the randomisation check
     fine: bool = False         # maps at the photo input's resolution, segment by segment
+    constants: dict = {}       # every module-level constant its maps depend on (records' fingerprints name them)
 
     def applies(self, model: nn.Module) -> bool:
         return True
+
+    def settings(self) -> dict:
+        """What its maps depend on besides the photo and the model: its constants and its own settings."""
+        return {k: repr(v) for k, v in {**self.constants, **vars(self)}.items()}
 
     def raw(self, pipe, model: nn.Module | None = None) -> np.ndarray:
         raise NotImplementedError

@@ -8,13 +8,14 @@ import numpy as np
 import torch
 
 from .base import Method
-from .superpixels import keep_forward, segments
+from .superpixels import COMPACTNESS, SEGMENTS, keep_forward, segments
 
 SAMPLES = 200   # coalitions (imputed photos) per caption
 
 
 class KernelShap(Method):
     name, label, fine = "kernelshap", "KernelSHAP (superpixels)", True
+    constants = {"samples": SAMPLES, "segments": SEGMENTS, "compactness": COMPACTNESS}
     cascade = False
 
     def raw(self, pipe, model=None):

@@ -36,6 +36,7 @@ def keep_forward(pipe):
 
 class Superpixels(Method):
     name, label, fine = "superpixels", "superpixels (SLIC ablation)", True
+    constants = {"segments": SEGMENTS, "compactness": COMPACTNESS}
     cascade = False   # a full ablation run per randomised layer
 
     def raw(self, pipe, model=None):

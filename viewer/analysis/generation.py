@@ -1,0 +1,19 @@
+"""Batched decoding of photos whose features are already computed: what the split evaluation
+(evaluate.py) and the faithfulness run (faithfulness.py) both decode with, below both."""
+from __future__ import annotations
+
+from ..engine.decoding import DecodeSettings, Hypothesis, decode
+from ..engine.vision import model_inputs
+
+
+def generate(loaded, items, names, settings: DecodeSettings, batch_size: int = 100, device="cpu",
+             prefixes: list[list[int]] | None = None) -> dict[str, Hypothesis]:
+    """The best hypothesis for each image (features already computed), batched; with `prefixes`
+    (and a forced strategy), the given token sequences scored instead."""
+    out = {}
+    for i in range(0, len(items), batch_size):
+        x, mask = model_inputs(items[i:i + batch_size], loaded.attends_to, device)
+        chunk = None if prefixes is None else prefixes[i:i + batch_size]
+        hyps = decode(loaded.model, x, mask, settings, loaded.vocab, chunk)
+        out.update((name, hs[0]) for name, hs in zip(names[i:i + batch_size], hyps))
+    return out
