@@ -405,7 +405,8 @@ def test_sun_ablation_as_published_removes_the_word_under_the_map_that_ranks_its
     """On the model's own caption ("a dog"), the map that ranks the dog's cell first removes "dog"
     when its top 20 patches are zeroed and the photo decoded anew; a random order does not; the
     unablated photo, decoded through the same path, still says "dog" (the baseline)."""
-    from viewer.analysis.explain_eval import sun_block, sun_own_caption
+    from viewer.analysis.explain_eval import sun_own_caption
+    from viewer.analysis.explain_reduce import sun_block
     cap = FakeCaptioner(SaysDogFromOneCell())
     cap.lm.vocab = DOG_VOCAB
     cap.forced_ids = lambda model, caption: DOG_VOCAB.encode(caption) + [DOG_VOCAB.end]

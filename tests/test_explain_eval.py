@@ -18,7 +18,7 @@ def _in_ci(ci, value=None, tol=1e-6):
 
 
 def test_ci_of_a_known_paired_difference_excludes_zero():
-    from viewer.analysis.explain_eval import paired_difference
+    from viewer.analysis.explain_reduce import paired_difference
     rng = np.random.default_rng(0)
     images = np.repeat(np.arange(20), 3)
     b = rng.normal(0.5, 0.3, len(images))
@@ -65,7 +65,8 @@ def test_insertion_curves_start_at_zero_and_end_at_visual_dependence(captioner, 
 def test_explain_report_block_has_every_key_and_resumes_from_its_records(captioner, tiny_data, tmp_path):
     """The report is the reduce of per-photo records: a run stopped after 2 photos and run again
     runs only the third, and gives the report an uninterrupted run gives; other settings are refused."""
-    from viewer.analysis.explain_eval import explain_report, explain_table
+    from viewer.analysis.explain_eval import explain_report
+    from viewer.analysis.tables import explain_table
     from viewer.data.datasets import load_dataset
     data = load_dataset(tiny_data)
     paths = data.split("train")   # astronaut (woman), coffee (cup, table), chelsea (cat)
@@ -118,7 +119,7 @@ def test_explain_report_block_has_every_key_and_resumes_from_its_records(caption
 
 
 def test_verdict_needs_every_imputer_to_agree():
-    from viewer.analysis.explain_eval import verdict
+    from viewer.analysis.explain_reduce import verdict
     better, unclear, worse = {"ci": [0.1, 0.3]}, {"ci": [-0.1, 0.2]}, {"ci": [-0.4, -0.1]}
     assert verdict({"blur": better, "road": better}).startswith("ranks what the word used better")
     assert verdict({"blur": worse, "road": worse}).startswith("ranks what the word used worse")

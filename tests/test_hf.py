@@ -485,7 +485,8 @@ def test_only_the_explicit_hub_form_touches_the_network(tmp_path, monkeypatch):
     """`hf:org/name` that is no folder here is "no such folder" and asks nothing of the hub; only
     `hf-hub:org/name@revision` fetches, at that revision, never a pickle, and names the commit."""
     import huggingface_hub
-    from viewer.engine.models.hf import HUB_FILES, load_folder
+    from viewer.engine.models.hf import load_folder
+    from viewer.engine.models.hf_folder import HUB_FILES
     asked = []
 
     def snapshot_download(repo, revision=None, allow_patterns=None):   # stands in for the network
@@ -517,7 +518,7 @@ def test_token_pieces_survive_the_tokenizers_space_clean_up():
     """A tokenizer that cleans spaces before punctuation rewrites earlier text ("man '" -> "man'"):
     each step's piece is still its own share, never the text so far again."""
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from viewer.engine.models.hf import HFVocab
+    from viewer.engine.models.hf_vocab import HFVocab
     words = ["<|endoftext|>", "a", "man", "'", "s", "hat", "."]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<|endoftext|>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -548,7 +549,8 @@ def test_blip_prompt_is_forced_before_the_first_step_and_left_out(tiny_blip):
     """`#prompt=TEXT`: the prompt's tokens come after [DEC] and before the first step, as the text
     decoder's own forward sees them; the steps, the caption and the maps begin after the prompt."""
     from viewer.engine.images import load_photo
-    from viewer.engine.models.hf import load_folder, split_prompt
+    from viewer.engine.models.hf import load_folder
+    from viewer.engine.models.hf_folder import split_prompt
     from viewer.engine.pipeline import Captioner
     folder, plain, reference = tiny_blip
     lm = load_folder(f"hf:{folder}#prompt=a red cup")

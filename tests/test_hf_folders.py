@@ -138,7 +138,7 @@ def test_a_bad_folder_is_one_line_naming_the_file(tmp_path, how, message):
 
 
 def test_an_older_torch_is_refused_before_any_pickle_is_read():
-    from viewer.engine.models.hf import check_torch_loads_safely
+    from viewer.engine.models.hf_folder import check_torch_loads_safely
     with pytest.raises(CheckpointError, match=r"needs torch >= 2\.6 \(this is 2\.5\.1.*CVE-2025-32434"):
         check_torch_loads_safely("hf:x", "2.5.1+cpu")
     check_torch_loads_safely("hf:x", "2.6.0")

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..engine.vocab import tokenize
 from ..engine.decoding import DecodeSettings, Hypothesis
+from .hallucination import hallucination_block
 from .faithfulness import WordFaithfulness, faithfulness_block, measure
 from .generation import generate
 from .grounding import PROXY_BOXES, Caption, block_of, caption_part, detector_found, detector_recall, grid_units, trace_units
@@ -199,6 +200,7 @@ def reduce_records(records: list[dict], meteor: bool = True) -> tuple[dict, dict
     captions = {r["id"]: r["caption"] for r in records}
     metrics = score_captions(captions, {r["id"]: r["references"] for r in records}, meteor=meteor)
     metrics["images_per_s"] = round(len(records) / max(sum(r["seconds"] for r in records), 1e-9), 1)
+    metrics["hallucination"] = hallucination_block(captions, {r["id"]: r["references"] for r in records})
     found = [f for r in records for f in r["detector_found"]]
     report = {"boxes": PROXY_BOXES, "detector_recall": detector_recall(found),
               "generated": block_of(r["generated"] for r in records),

@@ -17,7 +17,7 @@ ROAD's noisy linear imputation, which no method optimises):
 - the sanity check on the first `sanity` photos: the declared cascade, Spearman before/after, maps
   that turn constant counted apart.
 A run is one record per photo (`photo_record`, JSON), appended to a file as it finishes and skipped
-when the run starts again; the report is one reduce of the sorted records (`summarise_records`).
+when the run starts again; the report is one reduce of the sorted records (explain_reduce.py).
 """
 from __future__ import annotations
 
@@ -30,23 +30,13 @@ import torch
 
 from ..engine.images import GRID, load_photo
 from .explain import IMPUTERS, REGISTRY, Pipeline, available_methods, explain, randomisation_check
-from .grounding import PROXY_BOXES, bootstrap_ci, grid_units, ground_words, grounding_summary, word_class
+from .explain_reduce import mean_or_none, explain_block
+from .grounding import grid_units, ground_words, word_class
 from ..engine.decoding import DecodeSettings
 from .pixel_faithfulness import INSERT_LEVELS, LEVELS, SUN_PATCHES, SUN_TOP, deletion, insertion, sun_ablation
 
 SUN_DECODE = DecodeSettings(strategy="beam", beam_size=3, max_len=20)   # the ablated photo's caption, as evaluate decodes
 
-
-
-def paired_difference(a, b, images, seed: int = 0) -> dict:
-    """Mean of a - b (paired per word) with its image-level bootstrap 95% interval."""
-    d = np.asarray(a, np.float64) - np.asarray(b, np.float64)
-    return {"difference": round(float(d.mean()), 4) if len(d) else None, "ci": bootstrap_ci(d, images, seed=seed),
-            "words": int(len(d))}
-
-
-def _mean(values) -> float | None:
-    return round(float(np.mean(values)), 4) if len(values) else None
 
 
 def object_steps(words: list[str]) -> list[int]:
@@ -125,118 +115,6 @@ def sun_own_caption(captioner, photo, model: str, methods: tuple[str, ...]) -> d
     return out
 
 
-def sun_block(recs: list[dict], methods: tuple[str, ...]) -> dict | None:
-    """Sun et al.'s figures from the photos' records that hold the ablation: per method and for the
-    random order, the share of the model's own object words that disappear (of those the unablated
-    decode names) and the word's log-prob drop, with image-level 95% intervals."""
-    rows = [(r["index"], w) for r in recs if r.get("sun") for w in r["sun"]["words"] if w["named_unablated"]]
-    photos = sum(1 for r in recs if r.get("sun") is not None)
-    if not photos:
-        return None
-    images = [i for i, _ in rows]
-    ci = lambda vals: bootstrap_ci(vals, images)  # noqa: E731
-    by_method = {}
-    for m in (*methods, "random"):
-        gone = [float(w["methods"][m]["gone"]) for _, w in rows]
-        drop = [w["methods"][m]["drop"] for _, w in rows]
-        by_method[m] = {"gone": _mean(gone), "gone_ci": ci(gone), "drop": _mean(drop), "drop_ci": ci(drop)}
-    return {"protocol": f"Sun et al. 2020 as published: the model's own caption (beam 3); per object word, the top "
-                        f"{SUN_TOP} of the {SUN_PATCHES ** 2} 8x8 patches of the input zeroed (the encoder's "
-                        "normalised 0) in each map's order (the map of that word on that caption), or a random "
-                        "order; the photo decoded anew (beam 3): the share of object words it no longer names, and "
-                        "the word's forced log-prob drop (nats, summed over its tokens)",
-            "photos": photos, "object_words": len(rows),
-            "not_named_unablated": sum(1 for r in recs if r.get("sun") for w in r["sun"]["words"]
-                                       if not w["named_unablated"]),
-            "by_method": by_method}
-
-
-def gap_name(imputer: str) -> str:
-    """ROAD is the gap under ROAD's imputer only; under the blur it is the blur gap."""
-    return "road" if imputer == "road" else f"{imputer}_gap"
-
-
-def _sanity_block(runs: list, methods: tuple[str, ...]) -> dict | None:
-    runs = [r for r in runs if r]
-    if not runs:
-        return None
-    stages = []
-    for i, first in enumerate(runs[0]):
-        row = {"layers_randomised": first["layers"]}
-        for m in methods:
-            row[m] = _mean([r[i]["spearman"][m] for r in runs if r[i]["spearman"][m] is not None])
-            row[f"{m}_constant_maps"] = int(sum(r[i]["constant"][m] for r in runs))
-        stages.append(row)
-    return {"photos": len(runs), "methods": list(methods), "skipped": "methods that rerun the photos (occlusion, superpixels, KernelSHAP): a full run per stage",
-            "words": "every word of the forced caption, <end> included",
-            "maps": int(sum(r[0]["words"] for r in runs)),
-            "order": "the model's declared cascade (CaptionModel.cascade), from the output down; tied weights named "
-                     "with the stage nearest the output",
-            "measure": "mean Spearman correlation of each word's map before and after randomising the decoder's "
-                       "layers cumulatively from the output down (low = the maps depend on the model), over the maps "
-                       "that are not constant; maps that turn constant (no evidence left) are counted apart",
-            "stages": stages, "all_randomised": {m: stages[-1][m] for m in methods},
-            "all_randomised_constant_maps": {m: stages[-1][f"{m}_constant_maps"] for m in methods}}
-
-
-def verdict(per_imputer: dict[str, dict]) -> str:
-    """One method against attention from its paired MoRF difference under each imputer: better (or
-    worse) only where every imputer's interval excludes 0 on the same side; otherwise say so. The
-    verdict names the imputers that ran: with one, it is that imputer's alone, never "every"."""
-    signs = {}
-    for imp, d in per_imputer.items():
-        lo, hi = (d["ci"] or [None, None])
-        signs[imp] = "better" if lo is not None and lo > 0 else "worse" if hi is not None and hi < 0 else "unclear"
-    values = set(signs.values())
-    if len(values) > 1:
-        return "the imputers disagree (" + ", ".join(f"{imp}: {v}" for imp, v in signs.items()) + ")"
-    under = f"under both imputers ({', '.join(signs)})" if len(signs) == 2 else \
-        f"under all {len(signs)} imputers ({', '.join(signs)})" if len(signs) > 2 else \
-        f"under the {next(iter(signs))} imputer only (one imputer ran)"
-    return {"better": f"ranks what the word used better than attention {under}",
-            "worse": f"ranks what the word used worse than attention {under}",
-            "unclear": f"not distinguishable from attention {under}"}[values.pop()]
-
-
-def summarise(rows: list[dict], grounding: dict[str, list], methods: tuple[str, ...], empty: dict[str, list],
-              with_insertion: bool = True, imputers: tuple[str, ...] = IMPUTERS) -> dict:
-    """The per-method blocks (each imputer apart), the target and the verdict from per-word rows."""
-    images = [r["image"] for r in rows]
-    ci = lambda vals: bootstrap_ci(vals, images)  # noqa: E731
-    out = {"visual_dependence": {imp: _mean([r["visual_dependence"][imp] for r in rows]) for imp in imputers},
-           "random": {}, "by_method": {}}
-    for imp in imputers:
-        rand = [r["random_morf"][imp] for r in rows]
-        out["random"][imp] = {"auc_morf": _mean(rand), "auc_morf_ci": ci(rand)}
-        if with_insertion:
-            vals = [r["random_insertion"][imp] for r in rows]
-            out["random"][imp].update(auc_insertion=_mean(vals), auc_insertion_ci=ci(vals))
-    for m in methods:
-        block = {}
-        for imp in imputers:
-            sub = {}
-            keys = (("auc_morf", "morf"), ("auc_lerf", "lerf"), (gap_name(imp), "gap"))
-            keys += (("auc_insertion", "insertion"),) if with_insertion else ()
-            for name, key in keys:
-                vals = [r["methods"][m][imp][key] for r in rows]
-                sub[name], sub[name + "_ci"] = _mean(vals), ci(vals)
-            sub["morf_minus_random"] = paired_difference([r["methods"][m][imp]["morf"] for r in rows],
-                                                         [r["random_morf"][imp] for r in rows], images)
-            block[imp] = sub
-        block["empty_maps"] = _mean([float(e) for e in empty.get(m, [])])
-        block["grounding"] = grounding_summary(grounding[m])
-        out["by_method"][m] = block
-    others = [m for m in methods if m != "attention"]
-    target = {"metric": "deletion AUC (MoRF, drop in nats, high is good): method - attention, paired per word, "
-                        "image-level bootstrap 95% interval, under each imputer",
-              "per_method": {m: {imp: paired_difference([r["methods"][m][imp]["morf"] for r in rows],
-                                                        [r["methods"]["attention"][imp]["morf"] for r in rows], images)
-                                 for imp in imputers} for m in others}}
-    target["verdict"] = {m: verdict(target["per_method"][m]) for m in others} if rows else {}
-    out["target"] = target
-    return out
-
-
 def fingerprint(captioner, model: str, split: str | None, methods, imputers, references: str, with_insertion: bool,
                 sanity: int, data, paths: list[str]) -> dict:
     """What a record depends on: the model's weights, the data (its files and the split's photos),
@@ -309,17 +187,6 @@ def explain_plan(captioner, model: str, methods: tuple[str, ...]) -> tuple[tuple
     return used, [m for m in asked if m not in possible], tuple(m for m in used if REGISTRY[m].cascade)
 
 
-def explain_block(recs: list[dict], model: str, used: tuple, skipped: list, imputers: tuple, references: str,
-                  photos_asked: int, with_insertion: bool = True) -> dict:
-    """The "explain" block of an evaluation from its photos' records (`photo_record`)."""
-    block = summarise_records(recs, used, imputers, with_insertion, tuple(m for m in used if REGISTRY[m].cascade))
-    block.update(model=model, methods_skipped=skipped, photos_asked=photos_asked, references=references,
-                 words=f"object words (grounding.word_class) of the "
-                       f"{'first reference caption' if references == 'first' else 'reference captions'} of each photo, "
-                       "forced through the model; <end> and other words left out")
-    return block
-
-
 def explain_report(captioner, model: str, data, paths: list[str], methods: tuple[str, ...], regions=None,
                    photos: int | None = None, sanity: int = 5, references: str = "first",
                    with_insertion: bool = True, log=None, imputers: tuple[str, ...] = IMPUTERS,
@@ -358,69 +225,6 @@ def explain_report(captioner, model: str, data, paths: list[str], methods: tuple
     return block
 
 
-def summarise_records(recs: list[dict], methods: tuple[str, ...], imputers: tuple[str, ...], with_insertion: bool,
-                      sanity_methods: tuple[str, ...]) -> dict:
-    """The report from per-photo records (sorted by photo index): the same whatever ran them."""
-    from .grounding import Grounding
-    recs = sorted(recs, key=lambda r: r["index"])
-    rows = [w for r in recs for w in r["words"]]
-    grounding = {m: [Grounding(**g) for r in recs for g in r["grounding"][m]] for m in methods}
-    empty = {m: [e for r in recs for e in r["empty"][m]] for m in methods}
-    seconds = [s for r in recs for s in r["seconds"]]
-    block = {"methods": list(methods), "imputers": list(imputers),
-             "photos": len(recs), "photos_with_object_words": len({r["image"] for r in rows}),
-             "photo_selection": "the split's first photos, in split order",
-             "object_words": len(rows),
-             "maps": "14x14 grid over the photo, each word's map clamped at 0 and summing to 1; attention of region "
-                     "models projected onto the grid; superpixel maps pooled onto it",
-             "perturbation": "hidden cells imputed, whole pipeline rerun: blur = the photo blurred (sigma 12 px on "
-                             "224, as occlusion and superpixel ablation build their maps); road = ROAD's noisy linear "
-                             "imputation (pytorch-grad-cam's NoisyLinearImputer, followed exactly), which no method "
-                             "optimises",
-             "deletion_levels": list(LEVELS), "insertion_levels": list(INSERT_LEVELS) if with_insertion else None,
-             "units": "nats of the word's log-prob (summed over its tokens): MoRF/LeRF = mean drop (MoRF high is "
-                      "good, LeRF low is good); road (cell-level ROAD: ranked and hidden by the 14x14 grid's cells, "
-                      "not pixels) and blur_gap (under blur) = (LeRF - MoRF) / 2 on the score (high is good); "
-                      "insertion = mean rise over the photo hidden entirely (high is good); random = random cell "
-                      "orders (the floor)",
-             "boxes": PROXY_BOXES,
-             "grounding_note": "grounding of each method's maps over the 14x14 cells on the same object words; "
-                               "baselines (centre, uniform, top detection) as in the published grounding; pointing "
-                               "strict and with TorchRay's 15 px tolerance, each with the centre baseline",
-             "ci": "image-level bootstrap 95% intervals (grounding.bootstrap_ci)"}
-    block.update(summarise(rows, grounding, methods, empty, with_insertion, imputers))
-    block["sanity"] = _sanity_block([r["sanity"] for r in recs], sanity_methods)
-    block["sun_ablation"] = sun_block(recs, methods)
-    keys = sorted({k for s in seconds for k in s})
-    block["seconds_per_caption"] = {k: _mean([s[k] for s in seconds if k in s]) for k in keys}
-    return block
-
-
-def explain_table(block: dict) -> str:
-    """A compact text table of an explain block, for evaluate without --json: per method and imputer."""
-    lines = [f"explain ({block['object_words']} object words on {block['photos_with_object_words']} photos; nats)"]
-    for imp in block["imputers"]:
-        gap = gap_name(imp)
-        keys = ("auc_morf", "auc_lerf", gap, "auc_insertion")
-        rand = block["random"][imp]
-        lines.append(f"  imputer {imp}: random MoRF {rand['auc_morf']}, insertion {rand.get('auc_insertion')}")
-        lines.append("  method          " + "  ".join(f"{k:>14s}" for k in keys))
-        for m, b in block["by_method"].items():
-            lines.append(f"  {m:15s} " + "  ".join(f"{str(b[imp].get(k)):>14s}" for k in keys))
-    lines.append("  method          pointing  tolerant  centre  centre_tol  mass_in_box  off_centre")
-    for m, b in block["by_method"].items():
-        g = b["grounding"]
-        lines.append(f"  {m:15s} {g['pointing']}  {g.get('pointing_tolerant')}  {g['pointing_centre_baseline']}  "
-                     f"{g.get('pointing_tolerant_centre_baseline')}  {g['mass_in_box']}  {g['pointing_off_centre']}")
-    for m, v in block["target"].get("verdict", {}).items():
-        diffs = ", ".join(f"{imp} {d['difference']} {d['ci']}" for imp, d in block["target"]["per_method"][m].items())
-        lines.append(f"  {m} - attention (MoRF): {diffs}: {v}")
-    if block.get("sanity"):
-        lines.append(f"  sanity (all layers randomised, Spearman): {block['sanity']['all_randomised']}; constant maps "
-                     f"{block['sanity']['all_randomised_constant_maps']} of {block['sanity']['maps']}")
-    return "\n".join(lines)
-
-
 FINE_CANDIDATES = {"2+3": ((2, 1), (3, 1)), "2": ((2, 1),), "3+5": ((3, 1), (5, 2))}   # (side, stride) in cells
 
 
@@ -447,12 +251,12 @@ def choose_fine_scales(captioner, models, data, split: str = "dev-select", photo
                     words += [w["methods"]["occlusion-fine"] for w in found["words"]]
                     points += found["grounding"]["occlusion-fine"]
                 per_model[model] = {"words": len(words),
-                                    "morf": {imp: _mean([w[imp]["morf"] for w in words]) for imp in IMPUTERS},
-                                    "pointing": _mean([g.hit for g in points if g.hit is not None]),
-                                    "pointing_15px": _mean([g.tolerant_hit for g in points if g.hit is not None])}
+                                    "morf": {imp: mean_or_none([w[imp]["morf"] for w in words]) for imp in IMPUTERS},
+                                    "pointing": mean_or_none([g.hit for g in points if g.hit is not None]),
+                                    "pointing_15px": mean_or_none([g.tolerant_hit for g in points if g.hit is not None])}
                 if log:
                     log(f"fine scales {name}: {model} {per_model[model]}")
-            score = _mean([v for r in per_model.values() for v in r["morf"].values() if v is not None])
+            score = mean_or_none([v for r in per_model.values() for v in r["morf"].values() if v is not None])
             out["candidates"][name] = {"scales": [list(s) for s in scales], "morf": score, "per_model": per_model}
     finally:
         method.scales = shipped

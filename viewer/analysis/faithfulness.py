@@ -233,10 +233,7 @@ def hidden_logprob(captioner, photo, model: str, trace, step: int, hidden: list[
                                  step_only=step_only)[0])
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The faithfulness block of a model's forced references on the first N photos of a split, from
-    the photos through the pipeline; `--hide-context` (region models) adds the same words with the
-    context regions over each hidden detection hidden too, and the paired difference."""
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m viewer.analysis.faithfulness", description=main.__doc__)
     p.add_argument("--model", required=True)
     p.add_argument("--data", required=True, help="a Flickr8k-layout folder")
@@ -249,7 +246,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-curve", action="store_true", help="skip the deletion curve (about 3x faster)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--checkpoints")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The faithfulness block of a model's forced references on the first N photos of a split, from
+    the photos through the pipeline; `--hide-context` (region models) adds the same words with the
+    context regions over each hidden detection hidden too, and the paired difference."""
+    args = parser().parse_args(argv)
     from ..engine.images import AttendsTo, load_photo
     from ..engine.pipeline import Captioner
     from ..engine.vision import model_inputs

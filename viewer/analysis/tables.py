@@ -121,8 +121,58 @@ def sun_table(reports: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def explain_table(block: dict) -> str:
+    """A compact text table of an explain block, for evaluate without --json: per method and imputer."""
+    lines = [f"explain ({block['object_words']} object words on {block['photos_with_object_words']} photos; nats)"]
+    for imp in block["imputers"]:
+        gap = "road" if imp == "road" else f"{imp}_gap"
+        keys = ("auc_morf", "auc_lerf", gap, "auc_insertion")
+        rand = block["random"][imp]
+        lines.append(f"  imputer {imp}: random MoRF {rand['auc_morf']}, insertion {rand.get('auc_insertion')}")
+        lines.append("  method          " + "  ".join(f"{k:>14s}" for k in keys))
+        for m, b in block["by_method"].items():
+            lines.append(f"  {m:15s} " + "  ".join(f"{str(b[imp].get(k)):>14s}" for k in keys))
+    lines.append("  method          pointing  tolerant  centre  centre_tol  mass_in_box  off_centre")
+    for m, b in block["by_method"].items():
+        g = b["grounding"]
+        lines.append(f"  {m:15s} {g['pointing']}  {g.get('pointing_tolerant')}  {g['pointing_centre_baseline']}  "
+                     f"{g.get('pointing_tolerant_centre_baseline')}  {g['mass_in_box']}  {g['pointing_off_centre']}")
+    for m, v in block["target"].get("verdict", {}).items():
+        diffs = ", ".join(f"{imp} {d['difference']} {d['ci']}" for imp, d in block["target"]["per_method"][m].items())
+        lines.append(f"  {m} - attention (MoRF): {diffs}: {v}")
+    if block.get("sanity"):
+        lines.append(f"  sanity (all layers randomised, Spearman): {block['sanity']['all_randomised']}; constant maps "
+                     f"{block['sanity']['all_randomised_constant_maps']} of {block['sanity']['maps']}")
+    return "\n".join(lines)
+
+
+EVALUATIONS = os.path.join(ROOT, "reports", "eval")   # `evaluate --out reports/eval/MODEL`: report.json, captions.json
+
+
+def load_evaluations(folder: str = EVALUATIONS) -> dict[str, dict]:
+    found = {m: json.load(open(os.path.join(folder, m, "report.json"))) for m in sorted(os.listdir(folder))
+             if os.path.exists(os.path.join(folder, m, "report.json"))} if os.path.isdir(folder) else {}
+    return {m: found[m] for m in sorted(found, key=lambda m: (MODELS.index(m) if m in MODELS else len(MODELS), m))}
+
+
+def naming_table(_reports=None, evaluations: dict[str, dict] | None = None) -> str:
+    """Per model: BLEU-4 and CIDEr beside object hallucination (CHAIR_i, CHAIR_s) and object recall,
+    with their image-level 95% intervals, from the committed evaluations (reports/eval/)."""
+    evaluations = load_evaluations() if evaluations is None else evaluations
+    if not evaluations:
+        return "No evaluation is committed yet."
+    lines = ["| model | photos | BLEU-4 | CIDEr | CHAIR_i [95%] | CHAIR_s [95%] | object recall [95%] |",
+             "|---|---|---|---|---|---|---|"]
+    for model, r in evaluations.items():
+        h = r["hallucination"]
+        lines.append(f"| `{model}` | {r['images']} {r['split']} | {r['BLEU-4']:.2f} | {r['CIDEr']:.2f} | "
+                     f"{_f(h['chair_i'], 3)}{_ci(h['chair_i_ci'])} | {_f(h['chair_s'], 3)}{_ci(h['chair_s_ci'])} | "
+                     f"{_f(h['object_recall'], 3)}{_ci(h['object_recall_ci'])} |")
+    return "\n".join(lines)
+
+
 BLOCKS = {"which-map-summary": summary, "which-map-coverage": coverage, "which-map-table": method_table,
-          "which-map-verdicts": verdicts, "sun-ablation": sun_table}
+          "which-map-verdicts": verdicts, "sun-ablation": sun_table, "naming-table": naming_table}
 
 
 def render(text: str, reports: dict[str, dict]) -> str:

@@ -21,6 +21,12 @@ from ..engine.render import COLORMAPS, FULL_WEIGHT, GAMMA, FILL_MAX, colour_tabl
 HERE = os.path.dirname(__file__)
 
 
+SCRIPT = ("page_view.js",          # the view's state and its element (one script, in this order:
+          "page_view_draw.js",     # the drawing kernel, as render.py draws
+          "page_view_frames.js",   # each word's frame made ahead, in a worker, and the view drawn from it
+          "page_view_panels.js")   # the rest of the word's page, the inverse view, the photos, new traces)
+
+
 def _read(name: str) -> str:
     with open(os.path.join(HERE, name), encoding="utf-8") as f:
         return f.read()
@@ -43,6 +49,6 @@ class AttentionView(gr.HTML):
         def view_photo(key: str) -> str | None:   # (a plain function: Gradio marks it and calls it by its name)
             return photos(key)
 
-        js = "const AV_CONSTANTS = " + json.dumps(constants()) + ";\n" + _read("page_view.js")
+        js = "const AV_CONSTANTS = " + json.dumps(constants()) + ";\n" + "".join(_read(f) for f in SCRIPT)
         super().__init__(value=value, html_template=_read("page_view.html"), css_template=_read("page_view.css"),
                          js_on_load=js, server_functions=[view_photo], **kwargs)

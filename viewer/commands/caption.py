@@ -28,6 +28,12 @@ def add_parser(sub) -> None:
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--max-len", type=int, default=20)
     p.add_argument("--length-penalty", type=float, default=0.0)
+    p.add_argument("--include", metavar="WORDS", help="beam search that must include these words (constrained "
+                   "beam search): comma-separated, 'a|b' for either, a single word also in its plural")
+    p.add_argument("--guide", choices=["detector"], help="require the words of the detector's top classes "
+                   "(constrained beam search; see analysis/guide.py)")
+    p.add_argument("--need", type=int, metavar="N", help="with --include/--guide: how many of the required words "
+                   "must appear (default all)")
     p.add_argument("--json", action="store_true", help="one JSON trace per image (schema in README)")
     p.add_argument("--features", help="precomputed features for imported models (.tsv, .hdf5 or folder of .npz)")
     p.add_argument("--steer", metavar="STEP:ROW,COL", help="make word STEP (from 1) attend to grid cell ROW,COL "
@@ -100,7 +106,9 @@ def open_worker(opts: dict):
         if force is not None:
             trace = captioner.force([photo], model, [force], seed=opts["decode"]["seed"])[0]
         else:
-            trace = captioner.caption([photo], model, settings)[0][0]
+            required = required_words(captioner, photo, opts)
+            trace = captioner.caption([photo], model, settings, constraints=required and [required],
+                                      need=opts["need"])[0][0]
         rec = {"index": item["index"], "id": item["id"], "caption": trace.caption,
                "logprob": round(sum(s.logprob for s in trace.steps), 4)}
         shown = trace
@@ -122,6 +130,20 @@ def open_worker(opts: dict):
         rec["trace"] = obj
         return rec
     return lambda items: [record(it) for it in items]
+
+
+def required_words(captioner, photo, opts: dict):
+    """The constraints of one photo's caption: the user's words and the detector's classes (None: none)."""
+    from ..analysis.guide import detected_words, user_words
+    found = (user_words(opts["include"]) if opts["include"] else []) + \
+        (detected_words(captioner.vision.detector.detect(photo.rgb)) if opts["guide"] else [])
+    return found or None
+
+
+def guide(source: str | None) -> dict | None:
+    """--guide as the records' fingerprint names it: the source and the constants that choose its words."""
+    from ..analysis.guide import MOST, THRESHOLD
+    return None if source is None else {"source": source, "threshold": THRESHOLD, "most": MOST}
 
 
 def photo_paths(images: list[str]) -> list[str]:
@@ -147,7 +169,13 @@ def job(args):
         steer_spec(args.steer, lm.attends_to)
     decode = {k: getattr(args, k) for k in ("force", "greedy", "sample", "beam", "seed", "temperature", "max_len",
                                             "length_penalty")}
-    settings = {**options.model_identity(lm), "decode": decode, "steer": args.steer, "faithfulness": args.faithfulness,
+    if (args.include or args.guide) and (args.sample or args.force is not None):
+        raise ValueError("--include and --guide constrain beam search (or --greedy): not with --sample or --force")
+    if args.include:
+        from ..analysis.guide import user_words
+        user_words(args.include)   # a bad list fails here, before any photo
+    settings = {**options.model_identity(lm), "decode": decode, "include": args.include, "guide": guide(args.guide),
+                "need": args.need, "steer": args.steer, "faithfulness": args.faithfulness,
                 "methods": list(methods), "imputers": list(imputers), "features": args.features}
     opts = {"device": args.device, "checkpoints": args.checkpoints, "model_arg": args.model, **settings}
     return Job(NAME, options.photo_items(photo_paths(args.images)), settings, functools.partial(open_worker, opts),

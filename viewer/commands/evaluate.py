@@ -137,7 +137,7 @@ def job(args):
 def reduce(fingerprint: dict, records: list[dict]) -> dict:
     """The evaluation report from the sorted records: the same function for every engine and `merge`."""
     from ..analysis.evaluate import java_available, reduce_records
-    from ..analysis.explain_eval import explain_block
+    from ..analysis.explain_reduce import explain_block
     metrics, captions = reduce_records(records, meteor=java_available())
     errors = [{"id": r["id"], "error": r["error"]} for r in records if "error" in r]
     result = {"model": fingerprint["model"], "split": fingerprint["split"], **fingerprint["seen"],
@@ -169,8 +169,13 @@ def text(result: dict) -> str:
     """The report without --json: one line per figure, grounding blocks indented, the explain table last."""
     result = dict(result)
     explained = result.pop("explain", None)
+    named = result.pop("hallucination", None)
     grounding = dict(result.pop("grounding"))
     lines = [f"{k:14s} {v}" for k, v in result.items()]
+    if named:
+        lines.append(f"hallucination  CHAIR_i {named['chair_i']} {named['chair_i_ci']}  CHAIR_s {named['chair_s']} "
+                     f"{named['chair_s_ci']}  object recall {named['object_recall']} {named['object_recall_ci']}  "
+                     f"({named['captions']} captions; {len(named['hallucinated'])} name an object no reference names)")
     lines.append(f"grounding      ({grounding.pop('boxes')})")
     heads = grounding.pop("heads_forced", {})
     for which, block in grounding.items():
@@ -179,7 +184,7 @@ def text(result: dict) -> str:
     for which, block in heads.items():
         lines.append(f"  forced, {which:18s} " + "  ".join(f"{k} {v}" for k, v in block.items()))
     if explained is not None:
-        from ..analysis.explain_eval import explain_table
+        from ..analysis.tables import explain_table
         lines.append(explain_table(explained))
     return "\n".join(lines)
 
@@ -207,7 +212,7 @@ def run(args) -> int:
         from ..engine.checkpoints import named_path, ship
         fp16_weights(loaded)
         ship(loaded, named_path(args.ship, args.checkpoints), args.ship,
-             {"dev_metrics": {k: result[k] for k in result if k not in ("model", "split", "images", "beam",
+             {"dev_metrics": {k: result[k] for k in result if k not in ("model", "split", "images", "beam", "hallucination",
                                                                           "captions_file", "failed_photos", "explain",
                                                                           "looked_at_report_half", "report_half_photos")},
               "dev_settings": {"split": args.split, "beam": args.beam, "images": result["images"],

@@ -116,7 +116,7 @@ def read_meta(path: str) -> dict:
     """The checkpoint's metadata, validated; raises CheckpointError with a readable reason. For an
     `hf:` folder: what its config.json says (models/hf.folder_meta), no weights read."""
     if is_hf(path):
-        from .models.hf import check_folder, folder_meta, folder_of
+        from .models.hf_folder import check_folder, folder_meta, folder_of
         folder, name = folder_of(path)
         return folder_meta(name, folder, check_folder(folder, path))
     if not os.path.isfile(path):

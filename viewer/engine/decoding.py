@@ -12,6 +12,13 @@ with any chosen word, after which the chosen strategy continues.
 
 Steering replaces the model's attention at one step by a given map (models/base.py `steered`),
 so a forced prefix up to that step then shows what the model says when made to look there.
+
+Constrained beam search (Anderson, Fernando, Johnson and Gould, EMNLP 2017) is beam search with
+`constraints`: per image, a few disjunctive word sets ("bear" or "bears"), each word a token
+sequence. The beam is kept per constraint state (which constraints the words so far meet: one bank
+of `beam_size` rows per state), every row also proposes the next token of each constraint it has
+not met, and the answer is the best finished caption in a state meeting `min_met` of them (all, by
+default); failing that, the finished caption meeting most. <end> and length behave as in beam search.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from .constraints import Constraint, ConstrainedSearch
 from .vocab import Vocabulary
 from .models.base import CaptionModel, hiding_step, reorder
 
@@ -63,6 +71,7 @@ class Hypothesis:
     outside: torch.Tensor | None = None  # (T,) weight outside the map (a ViT's class token)
     finished: bool = True
     score: float = 0.0               # length-normalised total log-probability
+    required: dict[int, list[int]] | None = None   # constrained search: constraint met -> the steps of its word
 
 
 class Ending(NamedTuple):
@@ -80,28 +89,21 @@ class Ending(NamedTuple):
 def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, settings: DecodeSettings,
            vocab: Vocabulary, prefixes: list[list[int]] | None = None,
            steer: tuple[int, torch.Tensor] | None = None, init_mask: torch.Tensor | None = None,
-           hide: tuple[int, torch.Tensor] | None = None, seeds: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+           hide: tuple[int, torch.Tensor] | None = None, seeds: torch.Tensor | None = None,
+           constraints: list[list[Constraint]] | None = None, need: int | None = None) -> list[list[Hypothesis]]:
     """Decode a batch of images; returns, per image, its hypotheses best first (beam: `beam_size`).
 
-    <pad> and <start> are never generated (a forced prefix may still contain anything).
-    `steer` = (t, maps (n_img, K), rows summing to 1): every beam of image i attends to maps[i]
-    at step t instead of where the model would look; the other steps are the model's own.
+    <pad> and <start> are never generated (a forced prefix may still contain anything). `steer` =
+    (t, maps (n_img, K), rows summing to 1): every beam of image i attends to maps[i] at step t.
     `init_mask`: what the initial state sees, if not `mask` (faithfulness.py: hide units from the
-    attention only, keeping them in the mean feature that starts an LSTM).
-    `hide` = (t, masks (n_img, K)): at step t only, the model sees `masks` instead of `mask`
-    (`model.with_mask`): hiding units at one word's own step, every other step seeing them.
-    `seeds` (n_img,): each image's seed for stochastic attention (default `settings.seed` for all),
-    so that forcing the result with the same seeds replays the same cells (SCST).
-    """
+    attention only). `hide` = (t, masks (n_img, K)): at step t only the model sees `masks`.
+    `seeds` (n_img,): each image's seed for stochastic attention (SCST replays them). `constraints`
+    (per image, constraints.py): constrained beam search, `need` of them met (default all)."""
+    _check(settings, mask, prefixes, steer, hide, constraints)
     start, end = vocab.start, vocab.end
     model.eval()
-    n_img, k, device = feats.shape[0], settings.width, feats.device
-    if settings.strategy == "forced" and not prefixes:
-        raise ValueError("forced decoding needs the caption to score")
-    if steer is not None and steer[1].shape != mask.shape:
-        raise ValueError(f"steering needs one map of {mask.shape[1]} weights per image, not {tuple(steer[1].shape)}")
-    if hide is not None and hide[1].shape != mask.shape:
-        raise ValueError(f"hiding needs one mask of {mask.shape[1]} units per image, not {tuple(hide[1].shape)}")
+    search = None if constraints is None else ConstrainedSearch(constraints, settings.width, need)
+    n_img, k, device = feats.shape[0], settings.width if search is None else search.k, feats.device
     prefixes = prefixes or [[] for _ in range(n_img)]
     longest = max(len(p) for p in prefixes)
     max_len = longest if settings.strategy == "forced" else max(settings.max_len, longest + 1)
@@ -119,45 +121,83 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     finished: list[list[Ending]] = [[] for _ in range(n_img)]
 
     for t in range(max_len):
-        if steer is not None and t == steer[0]:
-            state["steer"] = steer[1].to(device).repeat_interleave(k, 0)
-        if hide is not None and t == hide[0]:   # one step only
-            step, state = hiding_step(model, state, words, hide[1].to(device).repeat_interleave(k, 0))
-        else:
-            step, state = model.forward_step(state, words)
-        state.pop("steer", None)   # one step only
+        step, state = _step(model, state, words, t, steer, hide, k)
         logp = F.log_softmax(step.logits.float().index_fill(1, banned, float("-inf")), dim=-1)
         top_lp, top_ids = logp.topk(min(settings.top_k, logp.shape[1]), dim=-1)
         record = {"attention": step.attention, "top_ids": top_ids, "top_lp": top_lp,
                   "beta": step.beta, "sample": step.sample, "heads": step.heads,
                   "outside": step.outside}
-        candidates = _propose(logp, scores, prefixes, t, settings, generator)
-        parents, new_words, new_scores, word_lp = [], [], [], []
-        for i, cands in enumerate(candidates):
-            live = []
-            # candidates come best first: an <end> among the best k finishes a hypothesis; the
-            # best k others go on; anything ranked below them is pruned
-            for rank, (row, word, score, lp) in enumerate(cands):
-                if score == float("-inf") or len(live) == k or len(finished[i]) >= k:
-                    break
-                if word != end:
-                    live.append((row, word, score, lp))
-                elif rank < k:
-                    finished[i].append(Ending(score, t, row, word, lp))
-            live += [(i * k, end, float("-inf"), 0.0)] * (k - len(live))  # dead filler rows
-            for row, word, score, lp in live:
-                parents.append(row); new_words.append(word); new_scores.append(score); word_lp.append(lp)
+        parents, new_words, new_scores, word_lp = (
+            _select(_propose(logp, scores, prefixes, t, settings, generator), finished, t, k, end) if search is None
+            else search.select(search.propose(logp, scores), finished, t, end, Ending))
         parents_t = torch.tensor(parents, device=device)
         record.update(parent=parents, word=new_words, word_lp=word_lp)
         history.append(record)
         scores = torch.tensor(new_scores, device=device).view(n_img, k)
-        if all(len(f) >= k for f in finished) or bool(torch.isinf(scores).all()):
+        over = all(len(f) >= k for f in finished) if search is None else \
+            search.done(finished, scores, settings.length_penalty)
+        if over or bool(torch.isinf(scores).all()):
             break
         if k > 1:   # one row per image (greedy, sampling, forced) never moves
             state = reorder(state, parents_t, model.image_state)
         words = torch.tensor(new_words, device=device)
 
-    return _collect(history, finished, scores, n_img, k, settings.length_penalty)
+    if search is None:
+        return _collect(history, finished, scores, n_img, k, settings.length_penalty)
+    return _constrained(search, history, finished, scores, n_img, k, settings)
+
+
+def _constrained(search: ConstrainedSearch, history, finished, scores, n_img, k, settings) -> list[list[Hypothesis]]:
+    """The captions constrained search accepts, each with the steps of the words that met its constraints."""
+    found = _collect(history, search.accepted(finished), scores, n_img, k, settings.length_penalty, settings.width)
+    for i, hyps in enumerate(found):
+        for h in hyps:
+            h.required = search.required(i, h.tokens)
+    return found
+
+
+def _check(settings: DecodeSettings, mask, prefixes, steer, hide, constraints) -> None:
+    if constraints is not None and (settings.strategy not in ("beam", "greedy") or prefixes or len(constraints) != len(mask)):
+        raise ValueError("constrained decoding is beam search (or greedy) from the start, one constraint list per image")
+    if settings.strategy == "forced" and not prefixes:
+        raise ValueError("forced decoding needs the caption to score")
+    if steer is not None and steer[1].shape != mask.shape:
+        raise ValueError(f"steering needs one map of {mask.shape[1]} weights per image, not {tuple(steer[1].shape)}")
+    if hide is not None and hide[1].shape != mask.shape:
+        raise ValueError(f"hiding needs one mask of {mask.shape[1]} units per image, not {tuple(hide[1].shape)}")
+
+
+def _step(model: CaptionModel, state, words, t: int, steer, hide, k: int):
+    """One forward step of every row, steered or hidden at the step they name (that step only)."""
+    device = words.device
+    if steer is not None and t == steer[0]:
+        state["steer"] = steer[1].to(device).repeat_interleave(k, 0)
+    if hide is not None and t == hide[0]:
+        step, state = hiding_step(model, state, words, hide[1].to(device).repeat_interleave(k, 0))
+    else:
+        step, state = model.forward_step(state, words)
+    state.pop("steer", None)
+    return step, state
+
+
+def _select(candidates, finished: list[list[Ending]], t: int, k: int, end: int):
+    """The next k rows per image from its candidates (best first): an <end> among the best k
+    finishes a hypothesis, the best k others go on, anything ranked below them is pruned; dead
+    filler rows keep every image at k. Returns (parents, words, scores, word log-probs)."""
+    parents, new_words, new_scores, word_lp = [], [], [], []
+    for i, cands in enumerate(candidates):
+        live = []
+        for rank, (row, word, score, lp) in enumerate(cands):
+            if score == float("-inf") or len(live) == k or len(finished[i]) >= k:
+                break
+            if word != end:
+                live.append((row, word, score, lp))
+            elif rank < k:
+                finished[i].append(Ending(score, t, row, word, lp))
+        live += [(i * k, end, float("-inf"), 0.0)] * (k - len(live))
+        for row, word, score, lp in live:
+            parents.append(row); new_words.append(word); new_scores.append(score); word_lp.append(lp)
+    return parents, new_words, new_scores, word_lp
 
 
 def _propose(logp, scores, prefixes, t, settings, generator):
@@ -191,8 +231,10 @@ def _propose(logp, scores, prefixes, t, settings, generator):
     return out
 
 
-def _collect(history, finished, scores, n_img, k, length_penalty) -> list[list[Hypothesis]]:
-    """Trace every finished (or, failing that, live) hypothesis back through its parents."""
+def _collect(history, finished, scores, n_img, k, length_penalty, want: int | None = None) -> list[list[Hypothesis]]:
+    """Trace every finished (or, failing that, live) hypothesis back through its parents; `want`:
+    how many an image needs before live ones are added (default k, its rows)."""
+    want = k if want is None else want
     stacked = {key: torch.stack([h[key] for h in history]).cpu() for key in ("attention", "top_ids", "top_lp")}
     for key in ("beta", "sample", "heads", "outside"):
         stacked[key] = torch.stack([h[key] for h in history]).cpu() if history[0][key] is not None else None
@@ -200,11 +242,11 @@ def _collect(history, finished, scores, n_img, k, length_penalty) -> list[list[H
     results = []
     for i in range(n_img):
         ends = list(finished[i])
-        if len(ends) < k:   # no (or too few) beams ended: return the live ones, marked unfinished
+        if len(ends) < want:   # no (or too few) beams ended: return the live ones, marked unfinished
             for j in range(k):
                 r = i * k + j
                 s = scores[i, j].item()
-                if s != float("-inf") and len(ends) < k:
+                if s != float("-inf") and len(ends) < want:
                     rec = history[last]
                     ends.append(Ending(s, last, rec["parent"][r], rec["word"][r], rec["word_lp"][r], finished=False))
         hyps = [_backtrack(history, stacked, e, length_penalty) for e in ends]

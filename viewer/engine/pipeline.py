@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from . import checkpoints
+from .constraints import Requirement, constraint_tokens
 from .decoding import DecodeSettings, decode
 from .device import pick_device
 from .images import AttendsTo, Photo
@@ -130,13 +131,17 @@ class Captioner:
 
     def caption(self, photos: list[Photo], model: str, settings: DecodeSettings | None = None,
                 prefixes: list[list[int]] | None = None, hidden: list[list[int]] | None = None,
-                steer: tuple[int, list[np.ndarray]] | None = None) -> list[list[AttentionTrace]]:
+                steer: tuple[int, list[np.ndarray]] | None = None, constraints: list[list[Requirement]] | None = None,
+                need: int | None = None) -> list[list[AttentionTrace]]:
         """Decode every photo; per photo the traces best first (several for beam search).
 
         `prefixes` (token ids) force the start of each caption: branching from a chosen token.
         `hidden` (per photo, cell or region indices) are masked out of the model's view: occlusion.
         `steer` = (step t, per photo a map over its cells or regions summing to 1): at word t the
         model attends there instead of where it would look (viewer/steer.py); that step is marked.
+        `constraints` (per photo, (words, source) pairs: any of the words must appear): constrained
+        beam search (engine/constraints.py), `need` of them met; the steps of a required word say
+        which source required it.
         """
         settings = settings or DecodeSettings()
         lm = self.model(model)
@@ -149,9 +154,16 @@ class Captioner:
         if steer is not None:
             sizes = [len(f.regions) if lm.attends_to == AttendsTo.REGIONS else x.shape[1] for f in feats]
             steer = (steer[0], _steer_maps(steer[1], sizes, x.shape[1]))
-        hyps = decode(lm.model, x, mask, settings, lm.vocab, prefixes, steer)
+        tokens = None if constraints is None else \
+            [[constraint_tokens(lm.vocab, words) for words, _ in per] for per in constraints]
+        hyps = decode(lm.model, x, mask, settings, lm.vocab, prefixes, steer, constraints=tokens, need=need)
         traces = [[build_trace(h, lm.vocab, lm.name, lm.attends_to, p.width, p.height, p.name, f.regions)
                    for h in hs] for hs, p, f in zip(hyps, photos, feats)]
+        for i, (hs, trs) in enumerate(zip(hyps, traces) if constraints is not None else ()):
+            for h, trace in zip(hs, trs):
+                for c, steps in h.required.items():
+                    for t in steps:
+                        trace.steps[t].required = constraints[i][c][1]
         if steer is not None:   # (a beam that ended before step t was never steered)
             for trace in (tr for hs in traces for tr in hs if steer[0] < len(tr.steps)):
                 trace.steps[steer[0]].steered = True

@@ -33,6 +33,7 @@ class TraceStep:
     steered: bool = False                   # the model was made to attend `attention` here (steering)
     outside: float | None = None            # weight outside the map, before `attention` was renormalised (a ViT's class token)
     alternative_ids: list[int] = field(default_factory=list)   # the token id of each alternative (branching)
+    required: str | None = None             # a constraint required this step's word: its source ("user", "detector")
 
     @property
     def entropy(self) -> float:
@@ -137,6 +138,8 @@ class AttentionTrace:
                 item["heads"] = np.round(s.heads.astype(np.float32).reshape(*s.heads.shape[:2], self.grid_side, self.grid_side), 6).tolist()
             if s.steered:
                 item["steered"] = True
+            if s.required:
+                item.update(required=True, required_by=s.required)
             if s.outside is not None:
                 item["class_token"] = round(s.outside, 6)
             if self.pieces is not None:
@@ -174,7 +177,8 @@ class AttentionTrace:
             steps.append(TraceStep(s["word"], s.get("id", -1), s["logprob"], att, [(a["word"], a["prob"]) for a in alts],
                                    s.get("beta"), None if sample is None else sample[0] * len(s["grid"]) + sample[1],
                                    heads, s.get("steered", False), s.get("class_token"),
-                                   [a["id"] for a in alts] if alts and all("id" in a for a in alts) else []))
+                                   [a["id"] for a in alts] if alts and all("id" in a for a in alts) else [],
+                                   s.get("required_by") if s.get("required") else None))
         words = [Word(w["text"], w["first"], w["last"], w.get("known", True)) for w in obj["words"]] \
             if "words" in obj else None
         return cls(obj["model"], obj.get("attends_to", AttendsTo.GRID if boxes is None else AttendsTo.REGIONS), steps,

@@ -1,0 +1,136 @@
+"""Constrained beam search in the one decoding loop (engine/constraints.py): the caption includes
+the required words (one of each set; a word of several tokens in a row), the rest is the model's,
+and each step still carries the attention that emitted it."""
+import pytest
+import torch
+
+from viewer.engine.decoding import DecodeSettings, decode
+from viewer.engine.models.base import CaptionModel, Step
+from viewer.engine.vocab import SPECIALS, Vocabulary
+
+V = Vocabulary(SPECIALS + ["a", "dog", "in", "the", "field", "bear", "bears", "teddy"])
+LIKELY = {"<start>": "a", "a": "dog", "dog": "in", "in": "the", "the": "field", "field": "<end>", "bear": "in",
+          "bears": "in", "teddy": "bear"}
+
+
+class Bigram(CaptionModel):
+    """'a dog in the field': each word makes the next likely (log-odds 4); the rest are rare.
+    Its attention at a step is the softmax of the previous word's id times each unit's feature."""
+
+    def init_state(self, feats, mask, seed=None):
+        return {"a": feats, "mask": mask}
+
+    def forward_step(self, state, words):
+        logits = torch.zeros(len(words), len(V))
+        for r, w in enumerate(words.tolist()):
+            logits[r, V.index[LIKELY.get(V.words[w], "<end>")]] = 4.0
+        att = torch.softmax(state["a"][..., 0] * words[:, None].float(), -1)
+        return Step(logits, att), state
+
+
+def run(constraints=None, beam=3, need=None):
+    feats = torch.linspace(0, 1, 6).reshape(1, 6, 1)
+    mask = torch.ones(1, 6, dtype=torch.bool)
+    words = [[tuple(V.encode(w)) for w in c] for c in constraints] if constraints is not None else None
+    return decode(Bigram(), feats, mask, DecodeSettings(beam_size=beam), V, constraints=None if words is None else [words],
+                  need=need)[0]
+
+
+def text(h) -> str:
+    return " ".join(V.words[t] for t in h.tokens[:-1])
+
+
+def test_a_required_word_is_in_the_caption_and_the_model_writes_the_rest():
+    assert text(run()[0]) == "a dog in the field"
+    best = run([["bear", "bears"]])[0]
+    assert best.finished and ("bear" in text(best).split() or "bears" in text(best).split())
+    (steps,) = best.required.values()
+    assert V.words[best.tokens[steps[0]]] in ("bear", "bears")
+    assert text(best).endswith("in the field")   # after the required word, the model's own likely words
+
+
+def test_a_word_of_several_tokens_is_met_only_whole_and_in_a_row():
+    best = run([["teddy bear"]])[0]
+    words = text(best).split()
+    i = words.index("teddy")
+    assert words[i + 1] == "bear" and len(best.required[0]) == 2
+
+
+def test_constraints_the_best_caption_meets_change_nothing():
+    plain, constrained = run()[0], run([["dog"], ["field"]])[0]
+    assert plain.tokens == constrained.tokens and plain.score == pytest.approx(constrained.score)
+    assert torch.allclose(plain.attention, constrained.attention)
+
+
+def test_need_some_of_the_constraints():
+    both = run([["bear"], ["teddy"]])[0]
+    assert {"bear", "teddy"} <= set(text(both).split())
+    one = run([["bear"], ["teddy"]], need=1)[0]
+    assert len(one.required) >= 1
+    assert one.score >= both.score - 1e-6   # meeting fewer costs no more
+
+
+def test_the_attention_of_each_step_is_the_one_that_emitted_it():
+    """Force the constrained caption: the same log-probs and attention at every step."""
+    best = run([["bears"]])[0]
+    forced = decode(Bigram(), torch.linspace(0, 1, 6).reshape(1, 6, 1), torch.ones(1, 6, dtype=torch.bool),
+                    DecodeSettings(strategy="forced"), V, prefixes=[best.tokens])[0][0]
+    assert forced.tokens == best.tokens
+    assert torch.allclose(forced.attention, best.attention)
+    assert forced.logprobs == pytest.approx(best.logprobs, abs=1e-5)
+
+
+def test_bad_constraints_are_refused():
+    with pytest.raises(ValueError, match="at least one word"):
+        run([[]])
+    with pytest.raises(ValueError, match="beam search"):
+        decode(Bigram(), torch.zeros(1, 6, 1), torch.ones(1, 6, dtype=torch.bool), DecodeSettings(strategy="sample"),
+               V, constraints=[[[(5,)]]])
+
+
+@pytest.mark.parametrize("model", ["sat-soft", "updown", "transformer"])
+def test_every_model_includes_a_required_word_and_the_trace_marks_it(captioner, photo, model):
+    """Through the pipeline, for grid, region and transformer models: the trace's caption holds the
+    required word, its steps say who required it (and round-trip through JSON), and the forced
+    caption gives each step the same attention."""
+    import numpy as np
+
+    from viewer.engine.trace import AttentionTrace
+    plain = captioner.caption([photo], model, DecodeSettings(beam_size=2))[0][0]
+    word = next(w for w in ("cat", "flag", "table", "cup") if w not in plain.words)
+    trace = captioner.caption([photo], model, DecodeSettings(beam_size=2),
+                              constraints=[[([word, word + "s"], "user")]])[0][0]
+    assert word in trace.words or word + "s" in trace.words
+    marked = [s for s in trace.steps if s.required]
+    assert [s.word for s in marked] in ([word], [word + "s"]) and marked[0].required == "user"
+    back = AttentionTrace.from_json(trace.to_json())
+    assert [s.required for s in back.steps] == [s.required for s in trace.steps]
+    forced = captioner.force([photo], model, [trace.token_ids])[0]
+    for a, b in zip(trace.steps, forced.steps):
+        assert np.allclose(a.attention, b.attention, atol=1e-5)
+    with pytest.raises(ValueError, match="no word 'zzyzx'"):
+        captioner.caption([photo], model, DecodeSettings(), constraints=[[(["zzyzx"], "user")]])
+
+
+def test_the_command_line_includes_words_and_follows_the_detector(tiny_checkpoints, capsys):
+    """caption --include and --guide detector: the JSON trace marks the required steps and who asked."""
+    import json
+    import os
+
+    from conftest import ASSETS
+    from viewer.__main__ import main as cli
+    from viewer.analysis.guide import detected_words, user_words
+    from viewer.engine.vision.boxes import Regions
+    import numpy as np
+    assert user_words("cat, teddy|bear") == [(["cat", "cats"], "user"), (["teddy", "bear"], "user")]
+    regions = Regions(np.zeros((4, 4), np.float32), ["dog", "dog", "cup", "kite"], np.array([0.9, 0.8, 0.3, 0.6]))
+    assert [(w[0], s) for w, s in detected_words(regions)] == [("dog", "detector"), ("kite", "detector")]
+    photo = os.path.join(ASSETS, "coffee.jpg")
+    assert cli(["--checkpoints", tiny_checkpoints, "caption", photo, "--model", "sat-soft", "--include", "cat",
+                "--json"]) == 0
+    trace = json.loads(capsys.readouterr().out)
+    required = [s for s in trace["steps"] if s.get("required")]
+    assert [s["word"] for s in required] in (["cat"], ["cats"]) and required[0]["required_by"] == "user"
+    assert cli(["--checkpoints", tiny_checkpoints, "caption", photo, "--model", "sat-soft", "--include", "cat",
+                "--sample"]) == 2
+    assert "constrain beam search" in capsys.readouterr().err

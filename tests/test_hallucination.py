@@ -1,0 +1,28 @@
+"""CHAIR and object recall (viewer/analysis/hallucination.py) on hand-made captions and references."""
+from viewer.analysis.hallucination import caption_objects, hallucination_block
+
+REFS = {"bear.jpg": ["a brown bear walks in a field", "a grizzly bear in the grass", "a bear in a meadow"],
+        "kids.jpg": ["two children play with a dog on the beach", "kids and a puppy on the sand",
+                     "a boy and a girl run with their dog"]}
+
+
+def test_a_caption_naming_what_is_not_there_is_counted_once_per_class():
+    found = caption_objects("two dogs are playing with a dog in the grass", REFS["bear.jpg"])
+    assert found == {"named": ["dog"], "hallucinated": ["dog"], "expected": ["bear"], "recalled": []}
+    right = caption_objects("a man and his puppy on the beach", REFS["kids.jpg"])
+    assert right["named"] == ["dog", "person"] and right["hallucinated"] == []      # puppy -> dog; man -> person
+    assert right["recalled"] == ["dog", "person"]
+
+
+def test_chair_and_recall_over_photos():
+    block = hallucination_block({"bear.jpg": "two dogs are playing in the grass",
+                                 "kids.jpg": "a boy and a dog run on the beach"}, REFS)
+    assert block["object_mentions"] == 3 and block["captions"] == 2
+    assert block["chair_i"] == round(1 / 3, 4)          # dog (bear.jpg) of dog, person, dog
+    assert block["chair_s"] == 0.5                      # one caption of two
+    assert block["object_recall"] == round(2 / 3, 4)    # bear missed; person and dog named
+    assert block["hallucinated"] == {"bear.jpg": ["dog"]}
+    lo, hi = block["chair_s_ci"]
+    assert 0 <= lo <= 0.5 <= hi <= 1
+    none = hallucination_block({"kids.jpg": "a little girl"}, REFS)
+    assert none["chair_i"] == 0.0 and none["chair_s"] == 0.0 and none["object_recall"] == 0.5

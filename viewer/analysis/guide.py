@@ -1,0 +1,38 @@
+"""What to require of a caption (constrained beam search, engine/constraints.py): words the user
+names, or the classes the detector finds, as the nocaps Up-Down baseline builds its constraints
+(class words and their plurals; a class counted once however many boxes it has; at most the top
+`MOST` classes by score, above a score threshold)."""
+from __future__ import annotations
+
+from ..engine.constraints import Requirement, plural
+from ..engine.vision.boxes import CONTEXT
+from .grounding import SYNONYMS
+
+MOST = 2              # classes required at most (the nocaps baseline uses 2-3)
+THRESHOLD = 0.5       # detection score; not yet chosen on dev-select (the issue asks for that)
+CLASS_WORDS = {c: sorted({w for w, k in SYNONYMS.items() if k == c} | {plural(w) for w, k in SYNONYMS.items() if k == c})
+               for c in set(SYNONYMS.values())}
+
+
+def user_words(text: str) -> list[Requirement]:
+    """--include "bear,teddy bear|teddy": one constraint per comma; "|" joins words any of which
+    will do; a single word also accepts its plural."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        words = [w.strip().lower() for w in part.split("|") if w.strip()]
+        if words:
+            out.append((words if len(words) > 1 else [words[0], plural(words[0])], "user"))
+    if not out:
+        raise ValueError("--include: name at least one word (comma-separated; 'a|b' for either)")
+    return out
+
+
+def detected_words(regions, threshold: float = THRESHOLD, most: int = MOST) -> list[Requirement]:
+    """The detector's classes above `threshold` (best score first, each class once, at most `most`)
+    as constraints of their words; classes no caption word names are skipped."""
+    best: dict[str, float] = {}
+    for label, score in zip(regions.labels, regions.scores):
+        if label not in CONTEXT and label in CLASS_WORDS and score >= threshold:
+            best[label] = max(best.get(label, 0.0), float(score))
+    ranked = sorted(best, key=lambda c: -best[c])[:most]
+    return [(CLASS_WORDS[c], "detector") for c in ranked]

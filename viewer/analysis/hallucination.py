@@ -1,0 +1,55 @@
+"""Does a caption name what the photo holds? Object hallucination (CHAIR, Rohrbach et al., EMNLP
+2018) and object recall, reported beside BLEU.
+
+Caption words map to COCO classes through `grounding.SYNONYMS` (`word_class`: plurals and
+synonyms, "puppy" -> dog). Without COCO's instance labels, the photo's reference captions stand in
+for what is there, as Rohrbach et al. allow: a class is *there* when at least one reference names
+it. Per caption, each class it names counts once.
+- CHAIR_i: the classes captions name that are not there / all the classes they name.
+- CHAIR_s: the captions that name at least one class not there / all captions.
+- Object recall: of the classes at least `MOST` references name (what most people saw), the share
+  the caption names.
+Every figure has its image-level bootstrap 95% interval.
+"""
+from __future__ import annotations
+
+from ..engine.vocab import tokenize
+from .grounding import bootstrap_ci, named_classes, word_class
+
+MOST = 2   # references that must name a class for recall to expect it (of Flickr8k's five)
+GROUND_TRUTH = ("the photo's reference captions: a class is there when a reference names it (no instance labels; "
+                "Rohrbach et al.'s caption ground truth); recall expects the classes at least "
+                f"{MOST} references name; words map to COCO classes through grounding.SYNONYMS")
+
+
+def named(caption: str) -> set[str]:
+    """The COCO classes a caption names."""
+    return {word_class(w) for w in tokenize(caption)} - {None}
+
+
+def caption_objects(caption: str, references: list[str]) -> dict:
+    """One caption against its photo's references: what it names, what of that is not there, and
+    what most references name that it does not."""
+    said, there, expected = named(caption), set().union(*map(named, references)), named_classes(references, MOST)
+    return {"named": sorted(said), "hallucinated": sorted(said - there), "expected": sorted(expected),
+            "recalled": sorted(said & expected)}
+
+
+def hallucination_block(captions: dict[str, str], references: dict[str, list[str]]) -> dict:
+    """CHAIR_i, CHAIR_s and object recall of captions by photo, with image-level 95% intervals and
+    the photos whose captions name something not there."""
+    rows = {photo: caption_objects(caption, references[photo]) for photo, caption in captions.items()}
+    photos = list(rows)
+    mentions = [(i, float(c in rows[p]["hallucinated"])) for i, p in enumerate(photos) for c in rows[p]["named"]]
+    sentences = [(i, float(bool(rows[p]["hallucinated"]))) for i, p in enumerate(photos)]
+    recall = [(i, float(c in rows[p]["recalled"])) for i, p in enumerate(photos) for c in rows[p]["expected"]]
+
+    def figure(pairs):
+        values = [v for _, v in pairs]
+        return (round(sum(values) / len(values), 4) if values else None), bootstrap_ci(values, [i for i, _ in pairs])
+    out = {"ground_truth": GROUND_TRUTH, "captions": len(photos), "object_mentions": len(mentions),
+           "expected_objects": len(recall)}
+    for name, pairs in (("chair_i", mentions), ("chair_s", sentences), ("object_recall", recall)):
+        out[name], out[name + "_ci"] = figure(pairs)
+    out["hallucinated"] = {p: r["hallucinated"] for p, r in rows.items() if r["hallucinated"]}
+    return out
