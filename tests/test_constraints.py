@@ -134,3 +134,16 @@ def test_the_command_line_includes_words_and_follows_the_detector(tiny_checkpoin
     assert cli(["--checkpoints", tiny_checkpoints, "caption", photo, "--model", "sat-soft", "--include", "cat",
                 "--sample"]) == 2
     assert "constrain beam search" in capsys.readouterr().err
+
+
+def test_the_app_marks_the_words_it_was_asked_to_mention(captioner, photo):
+    """Explore's "Must mention": the caption includes the word and marks its steps "required"."""
+    from viewer.app import session as S
+    from viewer.analysis.guide import user_words
+    studio = S.Studio(captioner)
+    required = tuple((tuple(w), s) for w, s in user_words("cat"))
+    ex = studio.explore(photo, "sat-soft", DecodeSettings(beam_size=2), required)
+    labels = dict((i, label) for i, (_, label) in enumerate(S.caption_tokens(ex)))
+    marked = [t for t, label in labels.items() if label == "required"]
+    assert [ex.trace.steps[t].word for t in marked] in (["cat"], ["cats"])
+    assert studio.explore(photo, "sat-soft", DecodeSettings(beam_size=2)).trace.words != ex.trace.words

@@ -26,3 +26,22 @@ def test_chair_and_recall_over_photos():
     assert 0 <= lo <= 0.5 <= hi <= 1
     none = hallucination_block({"kids.jpg": "a little girl"}, REFS)
     assert none["chair_i"] == 0.0 and none["chair_s"] == 0.0 and none["object_recall"] == 0.5
+
+
+def test_why_a_word_nothing_supports_went_wrong():
+    """A bear detected, the caption says "dogs": looking at the bear is a naming failure; looking
+    elsewhere is looking at nothing detected; little dependence on the photo is a language prior."""
+    import numpy as np
+
+    from viewer.analysis.grounding import grid_units
+    from viewer.analysis.hallucination import why_unsupported
+    from viewer.engine.vision.boxes import Regions
+    regions = Regions(np.array([[0.0, 0.0, 0.5, 0.5]], np.float32), ["bear"], np.array([0.9], np.float32))
+    units = grid_units(196)
+    on_bear, elsewhere = np.zeros(196), np.zeros(196)
+    on_bear[2 * 14 + 2], elsewhere[12 * 14 + 12] = 1.0, 1.0
+    assert why_unsupported("dogs", on_bear, units, regions, 2.0) == "looked at a bear, said dogs: a naming failure"
+    assert why_unsupported("dogs", elsewhere, units, regions, 2.0) == "looked at nothing the detector found"
+    assert why_unsupported("dogs", on_bear, units, regions, 0.1).startswith("said from the words before it")
+    assert why_unsupported("bear", on_bear, units, regions, 2.0) is None      # detected: supported
+    assert why_unsupported("grass", on_bear, units, regions, 2.0) is None     # names no object

@@ -20,7 +20,9 @@ import numpy as np
 
 from ..engine.vocab import tokenize
 from ..engine.decoding import DecodeSettings, Hypothesis
+from .guide import detected_words, sayable
 from .hallucination import hallucination_block
+from ..engine.constraints import constraint_tokens
 from .faithfulness import WordFaithfulness, faithfulness_block, measure
 from .generation import generate
 from .grounding import PROXY_BOXES, Caption, block_of, caption_part, detector_found, detector_recall, grid_units, trace_units
@@ -125,16 +127,21 @@ def _record(index: int, path: str, caption: str, references: list[str], regions,
 
 
 def split_records(loaded, data, paths: list[str], indices: list[int], cache, settings: DecodeSettings,
-                  device="cpu", vision=None, heads: bool = False, faithfulness: bool = False) -> list[dict]:
+                  device="cpu", vision=None, heads: bool = False, faithfulness: bool = False,
+                  guide: dict | None = None) -> list[dict]:
     """The records of a chunk of a split's photos (`paths[j]` is item `indices[j]`), from the feature
     cache (filled first when `vision` is given). Every reference is forced through the model (the
     same words for all models); `heads`: each head's grounding on them too; `faithfulness`: how much
-    their object words depend on where the model looked (seeded by the chunk's first index)."""
+    their object words depend on where the model looked (seeded by the chunk's first index);
+    `guide` ({"threshold", "most"}): captions must name the detector's top classes (guide.py)."""
     if vision is not None:
         cache.build(paths, vision, log=lambda *a: None)
     items = [cache.load(p) for p in paths]
     start = time.perf_counter()
-    own = generate(loaded, items, paths, settings, device=device)
+    required = None if guide is None else \
+        [[constraint_tokens(loaded.vocab, words) for words, _ in sayable(loaded.vocab, detected_words(
+            it.regions, guide["threshold"], guide["most"]))] for it in items]
+    own = generate(loaded, items, paths, settings, device=device, constraints=required)
     seconds = (time.perf_counter() - start) / len(paths)
     rows = [(j, loaded.vocab.encode(ref) + [loaded.vocab.end]) for j, p in enumerate(paths) for ref in data.captions[p]]
     repeated = [items[j] for j, _ in rows]

@@ -13,6 +13,8 @@ Every figure has its image-level bootstrap 95% interval.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..engine.vocab import tokenize
 from .grounding import bootstrap_ci, named_classes, word_class
 
@@ -53,3 +55,25 @@ def hallucination_block(captions: dict[str, str], references: dict[str, list[str
         out[name], out[name + "_ci"] = figure(pairs)
     out["hallucinated"] = {p: r["hallucinated"] for p, r in rows.items() if r["hallucinated"]}
     return out
+
+
+def why_unsupported(word: str, attention, units, regions, dependence: float | None) -> str | None:
+    """Why an object word nothing supports (its class not detected) went wrong, or None when the
+    detector found its class (or it names none): the model said it from the words before it (little
+    dependence on the photo: Rohrbach et al.'s language-prior failure), or its map's peak lies on a
+    detected object of another class (a naming failure: "looked at a bear, said dogs"), or on
+    nothing the detector found."""
+    from ..engine.vision.boxes import CONTEXT
+    from .grounding import centre_inside
+    from .pixel_faithfulness import SEEN
+    cls = word_class(word)
+    if cls is None or cls in regions.labels:
+        return None
+    if dependence is not None and dependence < SEEN:
+        return f"said from the words before it: it depends little on the photo ({dependence:.2f} nats)"
+    peak = units[int(np.argmax(attention))]
+    seen = [(float(s), label) for box, label, s in zip(regions.boxes, regions.labels, regions.scores)
+            if label not in CONTEXT and centre_inside(peak, box[None])]
+    if seen:
+        return f"looked at a {max(seen)[1]}, said {word}: a naming failure"
+    return "looked at nothing the detector found"

@@ -13,7 +13,8 @@ import numpy as np
 from ..analysis.diagnose import occlude, sanity
 from ..analysis.explain import METHOD_LABELS
 from ..analysis.faithfulness import DRAWS, LEVELS, trace_faithfulness
-from ..analysis.grounding import grid_units, ground_words, grounding, grounding_summary, word_class
+from ..analysis.grounding import grid_units, ground_words, grounding, grounding_summary, trace_units, word_class
+from ..analysis.hallucination import why_unsupported
 from ..analysis.steer import SteerResult, steer, steer_map
 from ..engine.images import AttendsTo
 from ..engine.render import render_heatmap
@@ -88,9 +89,14 @@ def diagnosis(studio: Studio, ex: Exploration) -> str:
              "never attended"]
     if "hard_left_argmax" in report:
         flags.append(f"the hard sample left alpha's argmax at {report['hard_left_argmax']:.0%} of the words")
+    seen, units = studio.visual_dependence(ex), trace_units(ex.trace)
+
+    def why(g) -> str:   # an object word whose class the detector did not find: what went wrong
+        return html.escape(why_unsupported(g.word, ex.trace.steps[g.step].attention, units, regions,
+                                           None if seen is None else float(seen[g.step])))
     rows = "".join(
         f"<tr><td>{html.escape(g.word)}</td><td>{html.escape(g.coco_class)}</td><td>"
-        + ("not detected: the detector found no such object" if g.inside is None else f"{g.inside:.0%} inside its boxes")
+        + (f"not detected: {why(g)}" if g.inside is None else f"{g.inside:.0%} inside its boxes")
         + "</td></tr>" for g in items)
     summary = grounding_summary(items)
     if summary["detected"]:

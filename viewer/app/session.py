@@ -232,14 +232,16 @@ class Studio:
         from ..engine.checkpoints import available
         return list(available(self.captioner.checkpoint_dir))
 
-    def decode(self, photo: Photo, model: str, settings: DecodeSettings, prefix: list[int] | None = None
-               ) -> list[AttentionTrace]:
-        key = (photo_key(photo), model, settings, tuple(prefix or ()))
+    def decode(self, photo: Photo, model: str, settings: DecodeSettings, prefix: list[int] | None = None,
+               required: tuple | None = None) -> list[AttentionTrace]:
+        """The traces of a decode, cached; `required`: ((words, source), ...) the caption must include."""
+        key = (photo_key(photo), model, settings, tuple(prefix or ()), required)
         with self._lock:
             if key in self._decodes:
                 self._decodes.move_to_end(key)
                 return self._decodes[key]
-            traces = self.captioner.caption([photo], model, settings, None if prefix is None else [prefix])[0]
+            traces = self.captioner.caption([photo], model, settings, None if prefix is None else [prefix],
+                                            constraints=None if required is None else [[(list(w), s) for w, s in required]])[0]
             self._decodes[key] = traces
             while len(self._decodes) > 1 and (len(self._decodes) > self.max_decodes or self.decode_bytes() > self.max_decode_bytes):
                 self._decodes.popitem(last=False)
@@ -264,12 +266,12 @@ class Studio:
             warmed.append(name)
         return warmed
 
-    def explore(self, photo_source, model: str, settings: DecodeSettings) -> Exploration:
+    def explore(self, photo_source, model: str, settings: DecodeSettings, required: tuple | None = None) -> Exploration:
         """A new Exploration of a photo (a file, opened once: `open_photo`) with a model's decode."""
         if isinstance(photo_source, Photo):
-            return Exploration(photo_source, model, settings, self.decode(photo_source, model, settings))
+            return Exploration(photo_source, model, settings, self.decode(photo_source, model, settings, None, required))
         opened = self.open_photo(photo_source)
-        return Exploration(opened.photo, model, settings, self.decode(opened.photo, model, settings),
+        return Exploration(opened.photo, model, settings, self.decode(opened.photo, model, settings, None, required),
                            display=opened.display, display_key=opened.key)
 
     # --- a photo before its caption --------------------------------------------------------
@@ -650,7 +652,7 @@ def figure(ex: Exploration, traces: list[AttentionTrace], style: Style) -> np.nd
 
 def caption_tokens(ex: Exploration) -> list[tuple[str, str | None]]:
     """HighlightedText value: every step's token (a word's tokens side by side), the branched ones
-    marked, and, once measured, the words the photo barely mattered to: "guessed", or "said, not
+    and those a "must mention" constraint required marked, and, once measured, the words the photo barely mattered to: "guessed", or "said, not
     seen" for a word naming an object (every token of the word; measured at its first token). The
     page marks the selected word itself (page_view.js), so stepping never resends the caption."""
     trace = ex.trace
@@ -659,7 +661,7 @@ def caption_tokens(ex: Exploration) -> list[tuple[str, str | None]]:
     out = []
     for t, shown in enumerate(shown_tokens(trace)):
         word = trace.word_at(t)
-        label = "branched" if t < n_forced else None
+        label = "branched" if t < n_forced else "required" if trace.steps[t].required else None
         if label is None and seen is not None and word.first < len(seen) and seen[word.first] < SEEN \
                 and word.text != "<end>":
             label = "said, not seen" if word_class(word.text) else "guessed"

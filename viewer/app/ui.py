@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ..analysis.explain import METHOD_LABELS
+from ..analysis.guide import user_words
 from ..engine.checkpoints import CheckpointError
 from ..engine.decoding import DecodeSettings
 from ..engine.images import ImageError
@@ -91,14 +92,18 @@ class Handlers:
         self.studio, self.models = studio, models
 
     @friendly
-    def caption_photo(self, path, model_name, strat, k, temp, sd, mlen, *style, progress=gr.Progress()):
+    def caption_photo(self, path, model_name, strat, k, temp, sd, mlen, mention, *style, progress=gr.Progress()):
         if not path:
             raise gr.Error("Choose a photo first: upload, paste, drop, or click an example.")
         if not model_name:
             raise gr.Error("No model is available: see checkpoints/README.md.")
         progress(0.1, desc=f"{model_name} is looking at the photo")
         start = time.perf_counter()
-        ex = self.studio.explore(path, model_name, _settings(strat, k, temp, sd, mlen))
+        settings = _settings(strat, k, temp, sd, mlen)
+        required = tuple((tuple(words), source) for words, source in user_words(mention)) if mention.strip() else None
+        if required and settings.strategy not in ("beam", "greedy"):
+            raise gr.Error("Must mention works with beam search or greedy decoding.")
+        ex = self.studio.explore(path, model_name, settings, required)
         ex.photo.name = os.path.basename(path)
         took = time.perf_counter() - start
         note = f"**{model_name}**: {len(ex.beams)} caption(s) in {took:.2f} s. Click a word, or use ← →."
@@ -399,6 +404,8 @@ def _explore_inputs(c, models: list[str]):
         c.temperature = gr.Slider(0.1, 2.0, value=1.0, step=0.1, label="Temperature (sampling)")
         c.seed = gr.Number(0, precision=0, label="Seed (sampling, hard attention)")
         c.max_len = gr.Slider(3, 30, value=20, step=1, label="Max words")
+    c.mention = gr.Textbox(label="Must mention (beam search that includes these words: comma-separated, "
+                                 "'a|b' for either)", placeholder="bear, kite", elem_id="mention")
     c.run = gr.Button("Caption", variant="primary", elem_id="run")
     c.status = gr.Markdown(elem_id="status")
     with gr.Accordion("Overlay", open=True, elem_classes=HIDDEN):
@@ -424,7 +431,7 @@ def _explore_stage(c, studio: S.Studio, models: list[str], lecture: bool):
                                          "both when the photo is blurred away and when it is replaced by its mean "
                                          "colour; red: an object said, not seen)", elem_id="caption",
                                    combine_adjacent=False, show_legend=False, show_inline_category=False,
-                                   interactive=False, color_map={"branched": "#93c5fd",
+                                   interactive=False, color_map={"branched": "#93c5fd", "required": "#fde68a",
                                                                  "guessed": "#e2e8f0", "said, not seen": "#fca5a5"})
     c.view = AttentionView(studio.view_photo, elem_id="view")   # drawn in the page (page_view.js) from the trace
     c.photo_key = gr.Textbox(visible=False)   # the chosen photo's name for the page (prepare_photo, PHOTO_JS)
@@ -538,7 +545,7 @@ def _caption_event(c, h: Handlers, trigger):
     """Caption the photo after `trigger`, then draw every word's views and the word strip. The
     progress overlay goes on the view alone: drawn over every output, its timers cost a 2-core
     machine's browser more than the caption itself."""
-    decode_inputs = [c.photo, c.model, c.strategy, c.beam, c.temperature, c.seed, c.max_len, *c.style]
+    decode_inputs = [c.photo, c.model, c.strategy, c.beam, c.temperature, c.seed, c.max_len, c.mention, *c.style]
     captioned = trigger(h.caption_photo, decode_inputs, [c.explored, c.beams, c.status, *c.step_outputs],
                         **MODEL, show_progress_on=c.view)
     _decoded(c, h, captioned)

@@ -171,26 +171,24 @@ def _ray(job: Job, chunks: list[list[dict]], workers: int = 1, gpus: float = 0, 
 
 
 def _isolate(ray, job: Job, items: list[dict], workers: int, gpus: float, cpus: float):
-    """Each item alone, at most `workers` at a time, on actors that load the model once (a dead actor
-    restarts and loads it again); an item whose actor dies on it RETRIES + 1 times is an error record."""
-    actor = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0)(ChunkWorker)
+    """Each item alone, at most `workers` at a time (one per actor), on actors that load the model
+    once; an actor that dies restarts (loading it again) and Ray runs its item again, RETRIES times,
+    after which the item is an error record."""
+    actor = ray.remote(num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=RETRIES)(ChunkWorker)
     free = [actor.remote(job.worker, max(1, int(cpus))) for _ in range(min(workers, len(items)))]
-    queue, running = [(item, 0) for item in items], {}
+    queue, running = list(items), {}
     while queue or running:
         while queue and free:
-            item, tries = queue.pop(0)
             worker = free.pop()
-            running[worker.one.remote(item)] = (worker, item, tries)
+            item = queue.pop(0)
+            running[worker.one.remote(item)] = (worker, item)
         (ref,), _ = ray.wait(list(running), num_returns=1)
-        worker, item, tries = running.pop(ref)
+        worker, item = running.pop(ref)
         free.append(worker)
         try:
             yield ray.get(ref)
-        except Exception as died:   # noqa: BLE001 - the actor died on this photo
-            if tries < RETRIES:
-                queue.insert(0, (item, tries + 1))
-            else:
-                yield [error_record(item, died)]
+        except Exception as died:   # noqa: BLE001 - the actor died on this photo every time
+            yield [error_record(item, died)]
 
 
 ENGINES = {"local": _local, "ray": _ray}

@@ -34,6 +34,10 @@ def add_parser(sub) -> None:
                         "(hide the top half of the attention vs random units; deletion curves)")
     p.add_argument("--ship", metavar="NAME", help="also save the model as checkpoints/NAME.safetensors (fp16) "
                                                    "with these scores in its metadata")
+    p.add_argument("--guide", choices=["detector"], help="captions must name the detector's top classes (constrained "
+                   "beam search, analysis/guide.py); the report says so")
+    p.add_argument("--guide-threshold", type=float, metavar="S", help="with --guide: the detection score a class "
+                   "needs (default analysis/guide.py THRESHOLD; choose it on dev-select)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--features", help="precomputed features for imported models (.tsv, .hdf5 or folder of .npz)")
     p.add_argument("--explain", metavar="METHODS", help="comma-separated explanation methods (occlusion, gradcam, "
@@ -84,7 +88,7 @@ def open_worker(opts: dict):
             recs = pipeline_records(captioner, opts["model_arg"], data, paths, indices, settings)
         else:
             recs = split_records(loaded, data, paths, indices, cache, settings, captioner.device, captioner.vision,
-                                 opts["heads"], opts["faithfulness"])
+                                 opts["heads"], opts["faithfulness"], opts["guide"])
         for rec in recs:
             if explain and rec["index"] < explain["photos_asked"]:   # per-word explanations (issue 27)
                 regions = None if loaded.imported else cache.regions(rec["id"])
@@ -107,6 +111,8 @@ def job(args):
     loaded = captioner.model(args.model)
     if loaded.imported and args.ship:
         raise ValueError(f"{loaded.name} is an imported model; --ship is for models trained here")
+    if args.ship and args.guide:
+        raise ValueError("--ship records the model's own scores: not with --guide")
     data = load_dataset(args.data)
     paths = data.split(args.split)
     explain = None
@@ -123,15 +129,29 @@ def job(args):
                    "sanity_photos": args.explain_sanity,
                    "settings": fingerprint(captioner, args.model, args.split, used, imputers, args.explain_references,
                                            True, args.explain_sanity, data, paths)}
+    guide = guide_settings(args, loaded)
     settings = {**options.model_identity(loaded), "imported": loaded.imported, "data": os.path.abspath(args.data),
                 "data_digest": data.digest(), "split": args.split, "beam": args.beam, "max_len": args.max_len,
                 "heads": args.heads, "faithfulness": args.faithfulness, "fp16": bool(args.ship),
-                "features": args.features, "seen": report_half_seen(data, args.split), "explain": explain}
+                "features": args.features, "seen": report_half_seen(data, args.split), "explain": explain,
+                "guide": guide}
     opts = {"device": args.device, "checkpoints": args.checkpoints, "features": args.features, "model_arg": args.model,
             "fp16": bool(args.ship), "data": args.data, "cache": args.cache, "beam": args.beam,
-            "max_len": args.max_len, "heads": args.heads, "faithfulness": args.faithfulness, "explain": explain}
+            "max_len": args.max_len, "heads": args.heads, "faithfulness": args.faithfulness, "explain": explain,
+            "guide": guide}
     items = [{"index": i, "id": p} for i, p in enumerate(paths)]
     return Job(NAME, items, settings, functools.partial(open_worker, opts), CHUNK), loaded
+
+
+def guide_settings(args, loaded) -> dict | None:
+    """--guide as the records' fingerprint and the report name it."""
+    if not args.guide:
+        return None
+    from ..analysis.guide import MOST, THRESHOLD
+    if loaded.imported:
+        raise ValueError("--guide reads the detector's boxes in the feature cache: for the models trained here")
+    return {"source": args.guide, "threshold": THRESHOLD if args.guide_threshold is None else args.guide_threshold,
+            "most": MOST}
 
 
 def reduce(fingerprint: dict, records: list[dict]) -> dict:
@@ -141,7 +161,8 @@ def reduce(fingerprint: dict, records: list[dict]) -> dict:
     metrics, captions = reduce_records(records, meteor=java_available())
     errors = [{"id": r["id"], "error": r["error"]} for r in records if "error" in r]
     result = {"model": fingerprint["model"], "split": fingerprint["split"], **fingerprint["seen"],
-              "images": len(captions), "beam": fingerprint["beam"], **metrics, "failed_photos": errors}
+              "images": len(captions), "beam": fingerprint["beam"], **metrics, "failed_photos": errors,
+              **({"guide": fingerprint["guide"]} if fingerprint.get("guide") else {})}
     explain = fingerprint.get("explain")
     if explain:
         recs = [r["explain"] for r in records if "explain" in r]
