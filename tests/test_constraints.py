@@ -124,7 +124,7 @@ def test_the_command_line_includes_words_and_follows_the_detector(tiny_checkpoin
     import numpy as np
     assert user_words("cat, teddy|bear") == [(["cat", "cats"], "user"), (["teddy", "bear"], "user")]
     regions = Regions(np.zeros((4, 4), np.float32), ["dog", "dog", "cup", "kite"], np.array([0.9, 0.8, 0.3, 0.6]))
-    assert [(w[0], s) for w, s in detected_words(regions)] == [("dog", "detector"), ("kite", "detector")]
+    assert [(w[0], s) for w, s in detected_words(regions, 0.5)] == [("dog", "detector"), ("kite", "detector")]
     photo = os.path.join(ASSETS, "coffee.jpg")
     assert cli(["--checkpoints", tiny_checkpoints, "caption", photo, "--model", "sat-soft", "--include", "cat",
                 "--json"]) == 0

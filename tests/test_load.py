@@ -51,7 +51,7 @@ def _caption(url, path):
 
     from viewer.app.session import Style
     client = Client(url, verbose=False)
-    return client.predict(handle_file(str(path)), "sat-soft", "Greedy", 3, 1.0, 0, 20, *Style().inputs(),
+    return client.predict(handle_file(str(path)), "sat-soft", "Greedy", 3, 1.0, 0, 20, "", *Style().inputs(),
                           api_name="/caption_photo")
 
 

@@ -60,7 +60,7 @@ def test_app_help_names_the_command(capsys):
 def test_launch_options_reach_the_apps_parser(monkeypatch):
     """The real app parser: --port and --device arrive where launch.py would put them."""
     got = {}
-    studio = types.SimpleNamespace(captioner=types.SimpleNamespace(vision=None))
+    studio = types.SimpleNamespace(captioner=types.SimpleNamespace(vision=None), warm_up=lambda: [])
     monkeypatch.setattr(app, "create_app", lambda *a, **kw: got.update(create=a, options=kw) or ("demo", studio))
     monkeypatch.setattr(app, "launch", lambda demo, host, port, **kw: got.update(launch=(demo, host, port)))
     assert cli.main(["--port", "8000", "--device", "cpu", "--lecture"]) == 0

@@ -23,40 +23,33 @@ from viewer.engine.pipeline import Captioner  # noqa: E402
 from viewer.engine.trace import AttentionTrace, TraceStep  # noqa: E402
 from viewer.engine.vocab import tokenize  # noqa: E402
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FLICKR = os.path.join(ROOT, "..", "shared", "data", "flickr8k", "captions.txt")
 CAPTION = "a dog sits on a porch next to a red bicycle"
 
 
-def caption_lines() -> list[str]:
-    """Captions in Flickr8k's style, made here (no data folder needed: the tests run on any clone):
-    the test photos' references, then a grid of subjects, actions and places. "porch" and "bicycle"
-    are rare in them, so the tokenizers learnt on them split those words, as real ones do."""
-    from conftest import CAPTIONS
-    subjects = ["a dog", "a black dog", "two dogs", "a man", "a woman", "a young boy", "a little girl", "two people",
-                "a brown and white dog", "a group of children"]
-    actions = ["runs through", "is playing in", "walks along", "stands in", "jumps into", "is sitting in",
-               "looks out at", "rides across"]
-    places = ["the grass", "the snow", "a field", "the water", "a busy street", "the sand", "a crowd", "the air"]
-    lines = [c.lower() for caps in CAPTIONS.values() for c in caps]
-    lines += [f"{s} {a} {p}" for s in subjects for a in actions for p in places]
-    lines += ["a cat sits on a porch", "a boy on a porch", "a man rides a bicycle", "a red bicycle on the street"]
-    return lines
+def flickr_lines() -> list[str]:
+    if not os.path.exists(FLICKR):
+        pytest.skip("the Flickr8k captions (../shared/data/flickr8k) are not here")
+    with open(FLICKR, encoding="utf-8") as f:
+        return [line.split("\t", 1)[1].strip().lower() for line in f if "\t" in line]
 
 
-def caption_bpe():
-    """A byte-level BPE of 400 tokens learnt on `caption_lines`."""
+def flickr_bpe():
+    """A byte-level BPE of 400 tokens learnt on the Flickr8k captions."""
     from tokenizers import ByteLevelBPETokenizer
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(caption_lines(), vocab_size=400, min_frequency=2, special_tokens=["<|endoftext|>"],
+    bpe.train_from_iterator(flickr_lines(), vocab_size=400, min_frequency=2, special_tokens=["<|endoftext|>"],
                             show_progress=False)
     return transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>",
                                                 eos_token="<|endoftext|>")
 
 
-def caption_wordpiece():
-    """A WordPiece vocabulary of 400 learnt on `caption_lines`, with BLIP's [DEC] start token."""
+def flickr_wordpiece():
+    """A WordPiece vocabulary of 400 learnt on the Flickr8k captions, with BLIP's [DEC] start token."""
     from tokenizers import BertWordPieceTokenizer
     wp = BertWordPieceTokenizer(lowercase=True)
-    wp.train_from_iterator(caption_lines(), vocab_size=400, min_frequency=2, show_progress=False,
+    wp.train_from_iterator(flickr_lines(), vocab_size=400, min_frequency=2, show_progress=False,
                            special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[DEC]"])
     return transformers.PreTrainedTokenizerFast(tokenizer_object=wp._tokenizer, unk_token="[UNK]", pad_token="[PAD]",
                                                 cls_token="[CLS]", sep_token="[SEP]", bos_token="[DEC]",
@@ -68,9 +61,9 @@ def subword(request, tmp_path_factory):
     """(captioner, model name, photo, the forced trace of CAPTION) for each sub-word model."""
     folder = tmp_path_factory.mktemp(request.param)
     if request.param == "bpe-gpt2":
-        write_tiny(folder, tokenizer=caption_bpe())
+        write_tiny(folder, tokenizer=flickr_bpe())
     else:
-        write_tiny_blip(folder, tokenizer=caption_wordpiece())
+        write_tiny_blip(folder, tokenizer=flickr_wordpiece())
     cap, model, photo = Captioner(device="cpu"), "hf:" + str(folder), load_photo(COFFEE)
     return cap, model, photo, cap.force([photo], model, [CAPTION])[0]
 

@@ -111,7 +111,8 @@ def sun_table(reports: dict[str, dict]) -> str:
     if not measured:
         return ("Not measured in the committed records yet. (Figures shown here before were withdrawn: they read "
                 "the first reference caption's words instead of the model's own caption, with no unablated "
-                "decode as the baseline, so \"gone\" was the same under every map.)")
+                "decode as the baseline, so \"gone\" was the same under every map and the random order for 46 of "
+                "sat-soft's 52 words.)")
     lines = ["| model | " + " | ".join(["photos (object words)", "method", "object words gone [95%]",
                                         "log-prob drop [95%]"]) + " |", "|---|---|---|---|---|"]
     for model, b in measured.items():

@@ -33,7 +33,8 @@ def one_session(url: str, photo: str, model: str) -> dict:
     from ..app.session import Style
     client = Client(url, verbose=False)
     start = time.perf_counter()
-    out = client.predict(handle_file(photo), model, "Greedy", 3, 1.0, 0, 20, *Style().inputs(), api_name="/caption_photo")
+    out = client.predict(handle_file(photo), model, "Greedy", 3, 1.0, 0, 20, "", *Style().inputs(),
+                         api_name="/caption_photo")
     latencies = [time.perf_counter() - start]
     view = out[3]   # beams, status, word slider, the page's view of the trace, the caption
     steps = [int(re.search(r"at step (\d+)", panel).group(1)) for panel in view["panels"]]
