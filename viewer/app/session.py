@@ -230,7 +230,7 @@ class Studio:
 
     def models(self) -> list[str]:
         from ..engine.checkpoints import available
-        return list(available(self.captioner.checkpoint_dir))
+        return list(available(self.captioner.checkpoint_dir, task="caption"))
 
     def decode(self, photo: Photo, model: str, settings: DecodeSettings, prefix: list[int] | None = None,
                required: tuple | None = None) -> list[AttentionTrace]:

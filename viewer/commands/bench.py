@@ -41,7 +41,7 @@ def run(args) -> int:
     paths = []
     for item in images:
         paths += sorted(glob.glob(os.path.join(item, "*.jpg"))) if os.path.isdir(item) else [item]
-    models = args.models or [name for name, path in available(args.checkpoints).items()
+    models = args.models or [name for name, path in available(args.checkpoints, task="caption").items()
                              if not stored_vision_spec(read_meta(path)).brings_own_features]
     result = bench.run(models, paths, args.device, repeats=args.repeats, beam=args.beam,
                        checkpoint_dir=args.checkpoints, explain=args.explain)

@@ -38,6 +38,8 @@ def add_parser(sub) -> None:
                    "beam search, analysis/guide.py); the report says so")
     p.add_argument("--guide-threshold", type=float, metavar="S", help="with --guide: the detection score a class "
                    "needs (default analysis/guide.py THRESHOLD; choose it on dev-select)")
+    p.add_argument("--questions", metavar="FILE.json", help="question answering models (vqa-*): accuracy on the "
+                   "split's questions of this file (written by `qa-data`), per type, beside the commonest answer")
     p.add_argument("--json", action="store_true")
     p.add_argument("--features", help="precomputed features for imported models (.tsv, .hdf5 or folder of .npz)")
     p.add_argument("--explain", metavar="METHODS", help="comma-separated explanation methods (occlusion, gradcam, "
@@ -210,12 +212,41 @@ def text(result: dict) -> str:
     return "\n".join(lines)
 
 
+def answers(args) -> int:
+    """evaluate --questions: a question answering model's accuracy on the split's questions."""
+    from ..analysis.answers import answer_all, qa_report
+    from ..data import questions
+    from ..data.cache import FeatureCache
+    from ..engine import checkpoints
+    from ..engine.vision import VisionStack
+    loaded = checkpoints.load(checkpoints.resolve(args.model, args.checkpoints), options.device(args))
+    sets = questions.read(args.questions, args.data)
+    split = "dev-report" if args.split == "dev" else args.split
+    if split not in sets:
+        raise ValueError(f"{args.questions} has no split {split!r}; it has {', '.join(sets)}")
+    cache = FeatureCache(args.cache)
+    cache.build(sorted({q.photo for q in sets[split]}), VisionStack(options.device(args)))
+    said = answer_all(loaded, sets[split], cache, options.device(args))
+    result = qa_report(loaded.name, said, sets[split], sets["train"], split)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "report.json"), "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=1)
+    acc = result["accuracy"]
+    print(json.dumps(result) if args.json else "\n".join(
+        f"{k:9s} {v['accuracy']}  {v['ci']}  ({v['questions']} questions; commonest answer "
+        f"{result['commonest_answer']['accuracy'][k]['accuracy']})" for k, v in acc.items()))
+    return 0
+
+
 def run(args) -> int:
     if args.boxes:
         from . import boxes
         return boxes.run(args)
     if not args.data:
         raise ValueError("evaluate needs --data (a dataset split) or --boxes (your own boxed photos)")
+    if args.questions:
+        return answers(args)
     batch, loaded = job(args)
     records = options.run_batch(batch, args)
     if records is None:

@@ -1,4 +1,5 @@
-"""`train`: train a decoder on cached features (cross-entropy, or self-critical with --scst)."""
+"""`train`: train a decoder on cached features (cross-entropy, or self-critical with --scst), or a
+question answering model (vqa-*) on questions generated from captions (`qa-data`, --questions)."""
 from __future__ import annotations
 
 import json
@@ -11,12 +12,14 @@ NAME = "train"
 
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="train a decoder on cached features")
-    p.add_argument("--model", required=True, help="model type: sat-soft, sat-hard, updown, transformer")
+    p.add_argument("--model", required=True, help="model type: sat-soft, sat-hard, updown, transformer; "
+                   "vqa-regions, vqa-grid, vqa-blind, vqa-bow (question answering: needs --questions)")
+    p.add_argument("--questions", help="vqa-* models: the questions file `qa-data` wrote")
     p.add_argument("--data", required=True)
     p.add_argument("--out")
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--batch-images", type=int, default=32)
-    p.add_argument("--lr", type=float, default=4e-4)
+    p.add_argument("--lr", type=float, help="learning rate (default 4e-4; vqa-* 1e-3)")
     p.add_argument("--patience", type=int, default=4)
     p.add_argument("--dev-split", default="dev-select",
                    help="split scored each epoch for early stopping (default dev-select: the report half stays unseen)")
@@ -35,10 +38,20 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from ..engine.models import REGISTRY
     from ..training.train import TrainConfig, train
     hparams = json.loads(args.hparams) if args.hparams else {}
+    if args.model in REGISTRY and REGISTRY[args.model][0].answers:
+        from ..training.train_qa import QAConfig, train_qa
+        if not args.questions:
+            raise ValueError(f"{args.model} answers questions: give --questions (written by `qa-data`)")
+        train_qa(QAConfig(model=args.model, data=args.data, questions=args.questions,
+                          out=args.out or os.path.join("runs", args.model), epochs=args.epochs,
+                          lr=args.lr or 1e-3, patience=args.patience, seed=args.seed, device=str(options.device(args)),
+                          cache=args.cache, resume=args.resume, hparams=hparams))
+        return 0
     cfg = TrainConfig(model=args.model, data=args.data, out=args.out or os.path.join("runs", args.model),
-                      epochs=args.epochs, batch_images=args.batch_images, lr=args.lr, patience=args.patience,
+                      epochs=args.epochs, batch_images=args.batch_images, lr=args.lr or 4e-4, patience=args.patience,
                       dev_split=args.dev_split, dev_images=args.dev_images, device=str(options.device(args)), cache=args.cache, resume=args.resume,
                       init_from=args.init_from, seed=args.seed, hparams=hparams, scst=args.scst,
                       ground_weight=args.ground_weight, warmup=args.warmup)

@@ -226,10 +226,11 @@ def average(paths: list[str], out: str, weights: list[float] | None = None) -> L
     return load(out)
 
 
-def available(folder: str | None = None) -> dict[str, str]:
+def available(folder: str | None = None, task: str | None = None) -> dict[str, str]:
     """Model name -> checkpoint path for every checkpoint in `folder` (default: `paths.MODEL_DIRS`,
     the first folder winning a name). A sub-folder with a config.json is a Hugging Face model,
-    listed as `hf:NAME` -> `hf:FOLDER` (models/hf.py checks it when it loads)."""
+    listed as `hf:NAME` -> `hf:FOLDER` (models/hf.py checks it when it loads). `task` ("caption" or
+    "answer"): only the models that do it (an unreadable file is left to the caller, unfiltered)."""
     found: dict[str, str] = {}
     for d in [folder] if folder else MODEL_DIRS:
         for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
@@ -237,7 +238,17 @@ def available(folder: str | None = None) -> dict[str, str]:
                 found.setdefault(f[: -len(".safetensors")], os.path.join(d, f))
             elif os.path.isfile(os.path.join(d, f, "config.json")):
                 found.setdefault(HF_PREFIX + f, HF_PREFIX + os.path.join(d, f))
-    return found
+    return found if task is None else {name: path for name, path in found.items() if model_task(path) in (task, None)}
+
+
+def model_task(path: str) -> str | None:
+    """What a checkpoint does: "answer" (question answering), "caption", or None if it cannot be read."""
+    if is_hf(path):
+        return "caption"
+    try:
+        return read_meta(path).get("task", "caption")
+    except CheckpointError:
+        return None
 
 
 def named_path(name: str, folder: str | None = None) -> str:

@@ -90,7 +90,8 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
            vocab: Vocabulary, prefixes: list[list[int]] | None = None,
            steer: tuple[int, torch.Tensor] | None = None, init_mask: torch.Tensor | None = None,
            hide: tuple[int, torch.Tensor] | None = None, seeds: torch.Tensor | None = None,
-           constraints: list[list[Constraint]] | None = None, need: int | None = None) -> list[list[Hypothesis]]:
+           constraints: list[list[Constraint]] | None = None, need: int | None = None,
+           prompt: torch.Tensor | None = None) -> list[list[Hypothesis]]:
     """Decode a batch of images; returns, per image, its hypotheses best first (beam: `beam_size`).
 
     <pad> and <start> are never generated (a forced prefix may still contain anything). `steer` =
@@ -98,7 +99,8 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     `init_mask`: what the initial state sees, if not `mask` (faithfulness.py: hide units from the
     attention only). `hide` = (t, masks (n_img, K)): at step t only the model sees `masks`.
     `seeds` (n_img,): each image's seed for stochastic attention (SCST replays them). `constraints`
-    (per image, constraints.py): constrained beam search, `need` of them met (default all)."""
+    (per image, constraints.py): constrained beam search, `need` of them met (default all). `prompt`
+    (n_img, L) word ids: a question answering model's questions (models/vqa.py `with_prompt`)."""
     _check(settings, mask, prefixes, steer, hide, constraints)
     start, end = vocab.start, vocab.end
     model.eval()
@@ -111,6 +113,8 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     seeds = torch.full((n_img,), settings.seed, dtype=torch.long, device=device) if seeds is None else seeds.to(device)
     state = model.init_state(feats, mask if init_mask is None else init_mask, seeds)
     state["mask"] = mask
+    if prompt is not None:
+        state = model.with_prompt(state, prompt)
     state = reorder(state, torch.arange(n_img, device=device).repeat_interleave(k))
     words = torch.full((n_img * k,), start, dtype=torch.long, device=device)
     scores = torch.full((n_img, k), float("-inf"), device=device)

@@ -21,7 +21,7 @@ from .decoding import DecodeSettings, decode
 from .device import pick_device
 from .images import AttendsTo, Photo
 from .trace import AttentionTrace, build_trace
-from .vocab import tokenize
+from .vocab import Vocabulary, tokenize
 from .vision import FeatureSource, ImageFeatures, VisionStack, model_inputs
 from .vision.carried import CarriedEncoder
 from .vision.precomputed import FeatureFiles, FeaturesNotFound
@@ -132,7 +132,7 @@ class Captioner:
     def caption(self, photos: list[Photo], model: str, settings: DecodeSettings | None = None,
                 prefixes: list[list[int]] | None = None, hidden: list[list[int]] | None = None,
                 steer: tuple[int, list[np.ndarray]] | None = None, constraints: list[list[Requirement]] | None = None,
-                need: int | None = None) -> list[list[AttentionTrace]]:
+                need: int | None = None, questions: list[str] | None = None) -> list[list[AttentionTrace]]:
         """Decode every photo; per photo the traces best first (several for beam search).
 
         `prefixes` (token ids) force the start of each caption: branching from a chosen token.
@@ -141,7 +141,8 @@ class Captioner:
         model attends there instead of where it would look (viewer/steer.py); that step is marked.
         `constraints` (per photo, (words, source) pairs: any of the words must appear): constrained
         beam search (engine/constraints.py), `need` of them met; the steps of a required word say
-        which source required it.
+        which source required it. `questions` (per photo): a question answering model's prompts
+        (`ask`); each trace is then an answer and names its question.
         """
         settings = settings or DecodeSettings()
         lm = self.model(model)
@@ -156,9 +157,15 @@ class Captioner:
             steer = (steer[0], _steer_maps(steer[1], sizes, x.shape[1]))
         tokens = None if constraints is None else \
             [[constraint_tokens(lm.vocab, words) for words, _ in per] for per in constraints]
-        hyps = decode(lm.model, x, mask, settings, lm.vocab, prefixes, steer, constraints=tokens, need=need)
+        prompt = None if questions is None else question_ids(lm, questions, self.device)
+        if lm.model.answers and prompt is None:
+            raise ValueError(f"{lm.name} answers questions: ask it one")
+        hyps = decode(lm.model, x, mask, settings, lm.vocab, prefixes, steer, constraints=tokens, need=need, prompt=prompt)
         traces = [[build_trace(h, lm.vocab, lm.name, lm.attends_to, p.width, p.height, p.name, f.regions)
                    for h in hs] for hs, p, f in zip(hyps, photos, feats)]
+        for hs, q in zip(traces, questions or []):
+            for trace in hs:
+                trace.question = q
         for i, (hs, trs) in enumerate(zip(hyps, traces) if constraints is not None else ()):
             for h, trace in zip(hs, trs):
                 for c, steps in h.required.items():
@@ -168,6 +175,13 @@ class Captioner:
             for trace in (tr for hs in traces for tr in hs if steer[0] < len(tr.steps)):
                 trace.steps[steer[0]].steered = True
         return traces
+
+    def ask(self, photos: list[Photo], model: str, questions: list[str], top_k: int = 5,
+            hidden: list[list[int]] | None = None) -> list[AttentionTrace]:
+        """Answer one question per photo: a trace of one answer word (then <end>), its map the one the
+        answer was read from, its alternatives the next best answers."""
+        settings = DecodeSettings(strategy="greedy", max_len=2, top_k=top_k)
+        return [hs[0] for hs in self.caption(photos, model, settings, hidden=hidden, questions=questions)]
 
     def forced_ids(self, model: str, caption: str) -> list[int]:
         """Caption text as the token ids forced decoding emits, <end> last (the one place text is tokenised)."""
@@ -185,6 +199,20 @@ class Captioner:
             if isinstance(c, str):
                 typed_words(trace, c)
         return traces
+
+
+def question_ids(lm: checkpoints.LoadedModel, questions: list[str], device) -> torch.Tensor:
+    """Questions as the model's question vocabulary's ids, padded with 0: (n, longest)."""
+    if not lm.model.answers:
+        raise ValueError(f"{lm.name} captions; it answers no question (choose a question answering model)")
+    vocab = Vocabulary(lm.meta["question_vocab"])
+    ids = [vocab.encode(q) for q in questions]
+    if not all(ids):
+        raise ValueError("type a question (a few words)")
+    out = torch.zeros(len(ids), max(map(len, ids)), dtype=torch.long)
+    for i, row in enumerate(ids):
+        out[i, :len(row)] = torch.tensor(row)
+    return out.to(device)
 
 
 def typed_words(trace: AttentionTrace, caption: str) -> None:

@@ -61,6 +61,7 @@ class AttentionTrace:
     text: str | None = None                  # sub-word models (hf:): the caption as the tokenizer spells it
     pieces: list[str] | None = None          # ... and each step's share of it (" cup", "cake": one word, two steps)
     word_spans: list[Word] | None = None     # the word layer (words.py); default: every step is a word
+    question: str | None = None              # a question answering model's prompt: the trace is its answer
 
     def __post_init__(self):
         self.attends_to = AttendsTo(self.attends_to)   # refuses anything but "grid" / "regions"
@@ -152,6 +153,8 @@ class AttentionTrace:
                          for w in self.word_spans], "word_map": WORD_MAP}
         if self.text is not None:   # steps are sub-word tokens; the caption is their text
             out["subword"] = True
+        if self.question is not None:
+            out["question"] = self.question
         if self.steps and self.steps[0].heads is not None:   # which map "grid" is, of every layer's and head's
             out["grid_is"] = HEADS_SUMMARY + (HEADS_OUTSIDE if self.steps[0].outside is not None else "")
         return out
@@ -184,7 +187,7 @@ class AttentionTrace:
         return cls(obj["model"], obj.get("attends_to", AttendsTo.GRID if boxes is None else AttendsTo.REGIONS), steps,
                    obj["width"], obj["height"], obj.get("image", ""), obj.get("score", 0.0),
                    obj.get("finished", True), boxes, labels, scores, obj["caption"] if obj.get("subword") else None,
-                   pieces, words)
+                   pieces, words, obj.get("question"))
 
 
 def _padded(ids: list[int], alternatives: list) -> list[int | None]:

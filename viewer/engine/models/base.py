@@ -143,6 +143,12 @@ class CaptionModel(nn.Module):
     def init_state(self, feats: torch.Tensor, mask: torch.Tensor, seed: torch.Tensor | None = None) -> State:
         raise NotImplementedError
 
+    answers = False   # a question answerer (models/vqa.py): it decodes only with a prompt
+
+    def with_prompt(self, state: State, prompt: torch.Tensor) -> State:
+        """The state with a question read into it (question answering models only)."""
+        raise ValueError(f"{type(self).__name__} captions; it takes no question")
+
     def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
         raise NotImplementedError
 
