@@ -126,7 +126,47 @@ def tiny_checkpoints(tiny_corpus, tmp_path_factory) -> str:
             opt.step()
         checkpoints.save(str(folder / f"{model_type}.safetensors"), model, vocab, model_type, model_type, hparams,
                          {"training": {"data": "tests/tiny"}})
+    _train_answerer(folder, paths, cache)
     return str(folder)
+
+
+def tiny_questions(paths) -> list:
+    """Questions the rules of data/questions.py read from the tiny captions (each caption alone)."""
+    from viewer.data import questions as qa
+    reader = qa.CaptionReader(qa.verb_bases(c for caps in CAPTIONS.values() for c in caps))
+    out = []
+    for p in paths:
+        for caption in CAPTIONS[os.path.basename(p)]:
+            parts = reader.read(caption)
+            out += [qa.Question(p, t, q, a, 1) for t, q, a, _ in (qa.questions_of(parts) if parts else [])]
+    return out
+
+
+def _train_answerer(folder, paths, cache) -> None:
+    """A small vqa-regions model trained on the tiny questions, saved as `vqa-regions`."""
+    from viewer.engine import checkpoints
+    from viewer.engine.models import build_model
+    from viewer.engine.vocab import SPECIALS, Vocabulary
+    from viewer.training.train import FeatureTable
+    from viewer.training.train_qa import encode
+    items = tiny_questions(paths)
+    words = Vocabulary.build((q.question for q in items), min_freq=1)
+    answers = Vocabulary(SPECIALS + sorted({q.answer for q in items}))
+    table = FeatureTable(paths, cache, "regions")
+    hparams = {"vocab_size": len(answers), "feature_dim": table.feats.shape[-1], "question_vocab_size": len(words),
+               "embed_dim": 32, "hidden_dim": 64, "dropout": 0.0}
+    torch.manual_seed(0)
+    model = build_model("vqa-regions", **hparams)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    q, a = encode(items, words, answers)
+    feats, mask = table.batch([x.photo for x in items], "cpu")
+    for _ in range(150):
+        loss = model.loss_on(feats, mask, q, a)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    checkpoints.save(str(folder / "vqa-regions.safetensors"), model, answers, "vqa-regions", "vqa-regions", hparams,
+                     {"task": "answer", "question_vocab": words.words, "training": {"data": "tests/tiny"}})
 
 
 @pytest.fixture(scope="session")

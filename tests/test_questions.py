@@ -10,7 +10,7 @@ from viewer.data.datasets import CaptionSet
 CAPTIONS = [
     "A dog catches a frisbee .", "A dog is catching a frisbee in the park .", "Two dogs run through the grass .",
     "A man in a red shirt is riding a bike .", "A black dog is running on the beach .", "The dog runs on the beach",
-    "two dogs are playing", "a girl is sitting", "two dogs running", "a boy riding",
+    "two dogs are playing", "a girl is sitting", "two dogs running", "a boy riding", "a man putting on a hat", "a man walking",
 ]
 READER = qa.CaptionReader(qa.verb_bases(CAPTIONS))
 
@@ -92,3 +92,18 @@ def test_a_bad_questions_file_is_one_clear_error(tmp_path, content):
     path.write_text(content)
     with pytest.raises(ValueError, match="not a questions file"):
         qa.read(str(path), str(tmp_path))
+
+
+def test_object_phrases_keep_their_words_in_the_question():
+    assert ("colour", "what colour is the frisbee the dog catches?", "red") in asked("A dog catches a red frisbee .")
+    assert ("colour", "what colour is the frisbee the dog is catching?", "red") in asked("A dog is catching a red frisbee .")
+    assert ("location", "where does the man put his arm?", "street") in \
+        asked("A man puts his arm around a woman on the street .")
+    assert ("object", "what is licking the man's face?", "boy") in asked("A boy is licking the man's face .")
+    assert asked("A woman carrying a backpack sits on a rock .") == set()       # a reduced clause: not read
+
+
+def test_adverbs_particles_and_participles_are_never_answers():
+    assert ("object", "what walks down a steep slope?", "hiker") in asked("A hiker carefully walks down a steep slope .")
+    assert not any(a in ("out", "flowered") for _, _, a in asked("A man is pulling a boy out of the pool ."))
+    assert not any(a == "flowered" for _, _, a in asked("A girl in a red flowered is running on the grass ."))

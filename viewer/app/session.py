@@ -183,6 +183,12 @@ class Exploration:
         return tuple(self.trace.token_ids)
 
     @property
+    def key(self) -> tuple:
+        """What the shown trace's explanations and dependence are computed from: photo, model, tokens and
+        (an answer) the question."""
+        return photo_key(self.photo), self.model, self.tokens, self.trace.question
+
+    @property
     def n_steps(self) -> int:
         return len(self.trace.steps)
 
@@ -228,20 +234,23 @@ class Studio:
         """Remove every exported file (also run at interpreter exit)."""
         shutil.rmtree(self.export_dir, ignore_errors=True)
 
-    def models(self) -> list[str]:
+    def models(self, task: str = "caption") -> list[str]:
+        """The models that caption (or, task="answer", answer questions)."""
         from ..engine.checkpoints import available
-        return list(available(self.captioner.checkpoint_dir, task="caption"))
+        return list(available(self.captioner.checkpoint_dir, task=task))
 
     def decode(self, photo: Photo, model: str, settings: DecodeSettings, prefix: list[int] | None = None,
-               required: tuple | None = None) -> list[AttentionTrace]:
-        """The traces of a decode, cached; `required`: ((words, source), ...) the caption must include."""
-        key = (photo_key(photo), model, settings, tuple(prefix or ()), required)
+               required: tuple | None = None, question: str | None = None) -> list[AttentionTrace]:
+        """The traces of a decode, cached; `required`: ((words, source), ...) the caption must include;
+        `question`: a question answering model's question (the traces are answers)."""
+        key = (photo_key(photo), model, settings, tuple(prefix or ()), required, question)
         with self._lock:
             if key in self._decodes:
                 self._decodes.move_to_end(key)
                 return self._decodes[key]
             traces = self.captioner.caption([photo], model, settings, None if prefix is None else [prefix],
-                                            constraints=None if required is None else [[(list(w), s) for w, s in required]])[0]
+                                            constraints=None if required is None else [[(list(w), s) for w, s in required]],
+                                            questions=None if question is None else [question])[0]
             self._decodes[key] = traces
             while len(self._decodes) > 1 and (len(self._decodes) > self.max_decodes or self.decode_bytes() > self.max_decode_bytes):
                 self._decodes.popitem(last=False)
@@ -273,6 +282,15 @@ class Studio:
         opened = self.open_photo(photo_source)
         return Exploration(opened.photo, model, settings, self.decode(opened.photo, model, settings, None, required),
                            display=opened.display, display_key=opened.key)
+
+    def ask(self, photo_source, model: str, question: str) -> Exploration:
+        """A new Exploration whose trace is a question answering model's answer (one word, then
+        <end>): its map is the one the answer was read from, its next words the other answers."""
+        opened = self.open_photo(photo_source) if not isinstance(photo_source, Photo) else None
+        photo = photo_source if opened is None else opened.photo
+        settings = DecodeSettings(strategy="greedy", max_len=2)
+        return Exploration(photo, model, settings, self.decode(photo, model, settings, question=question),
+                           **({} if opened is None else {"display": opened.display, "display_key": opened.key}))
 
     # --- a photo before its caption --------------------------------------------------------
     def open_photo(self, path: str, keep: int = 8) -> OpenedPhoto:
@@ -335,28 +353,26 @@ class Studio:
         prefix = ex.trace.token_ids[:step] + [token]
         if token == vocab.end:
             settings = replace(ex.settings, strategy="forced")
-            beams = self.decode(ex.photo, ex.model, settings, prefix)
+            beams = self.decode(ex.photo, ex.model, settings, prefix, question=ex.trace.question)
         else:
-            beams = self.decode(ex.photo, ex.model, ex.settings, prefix)
+            beams = self.decode(ex.photo, ex.model, ex.settings, prefix, question=ex.trace.question)
         return replace(ex, beams=beams, beam=0, step=step, prefixes=ex.prefixes + [prefix])
 
     def unbranch(self, ex: Exploration) -> Exploration:
         """Back one branch (the memoised decodes make this instant)."""
         prefixes = ex.prefixes[:-1]
-        if prefixes:
-            beams = self.decode(ex.photo, ex.model, ex.settings, prefixes[-1])
-        else:
-            beams = self.decode(ex.photo, ex.model, ex.settings)
+        beams = self.decode(ex.photo, ex.model, ex.settings, prefixes[-1] if prefixes else None, question=ex.trace.question)
         return replace(ex, beams=beams, beam=0, step=min(ex.step, len(beams[0].steps) - 1), prefixes=prefixes)
 
     def reset(self, ex: Exploration) -> Exploration:
-        return replace(ex, beams=self.decode(ex.photo, ex.model, ex.settings), beam=0, step=0, prefixes=[])
+        return replace(ex, beams=self.decode(ex.photo, ex.model, ex.settings, question=ex.trace.question), beam=0,
+                       step=0, prefixes=[])
 
     # --- explaining ----------------------------------------------------------------------------
     def explain(self, ex: Exploration, method: str) -> Explanation:
         """`method`'s maps for every word of the shown caption, computed once per photo, model and
         caption (an LRU shared by sessions), kept on the Exploration so stepping only draws."""
-        key = (photo_key(ex.photo), ex.model, ex.tokens, method)
+        key = (*ex.key, method)
         found = self._once(self._explanations, key, lambda: explain(self.captioner, ex.photo, ex.model, ex.tokens,
                                                                    (method,), pipe=self.pipe(ex)))
         ex.explained[(method, ex.tokens)] = found
@@ -397,9 +413,9 @@ class Studio:
             return self._pipe_locked(ex)
 
     def _pipe_locked(self, ex: Exploration, keep: int = 8) -> Pipeline:
-        key = (photo_key(ex.photo), ex.model, ex.tokens)
+        key = ex.key
         if key not in self._pipes:
-            self._pipes[key] = Pipeline(self.captioner, ex.photo, ex.model, ex.tokens)
+            self._pipes[key] = Pipeline(self.captioner, ex.photo, ex.model, ex.tokens, question=ex.trace.question)
             while len(self._pipes) > keep:
                 self._pipes.pop(next(iter(self._pipes)))
         return self._pipes[key]
@@ -410,7 +426,7 @@ class Studio:
         each), cached per photo, model, caption, word and imputer."""
         found = {m: self.explain(ex, m) for m in self.methods(ex.model)}
         maps = {m: e.maps[m] for m, e in found.items()}
-        return found, {imp: self._once(self._deletions, (photo_key(ex.photo), ex.model, ex.tokens, ex.step, imp),
+        return found, {imp: self._once(self._deletions, (*ex.key, ex.step, imp),
                                        lambda imp=imp: deletion(self.pipe(ex), maps, steps=[ex.step], imputer=imp))
                        for imp in IMPUTERS}
 
@@ -424,7 +440,7 @@ class Studio:
         if ex.tokens not in ex.dependence:
             if self.methods(ex.model) == ("attention",):
                 return None
-            key = (photo_key(ex.photo), ex.model, ex.tokens)
+            key = ex.key
             ex.dependence[ex.tokens] = self._once(self._dependences, key, lambda: seen_dependence(self.pipe(ex)))
         return ex.dependence[ex.tokens]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import time
 from types import SimpleNamespace
@@ -108,6 +109,26 @@ class Handlers:
         took = time.perf_counter() - start
         note = f"**{model_name}**: {len(ex.beams)} caption(s) in {took:.2f} s. Click a word, or use ← →."
         # the trace goes to the page with the caption, which draws every word's views itself
+        return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *self._step_reply(ex, 1, _style(*style)))
+
+    @friendly
+    def ask_photo(self, path, model_name, question, *style, progress=gr.Progress()):
+        """Ask the photo: the answer is a trace like a caption's (one word, then its end), its map the
+        one the answer was read from, drawn in the same view; the next answers are its alternatives."""
+        if not path:
+            raise gr.Error("Choose a photo first: upload, paste, drop, or click an example.")
+        if not model_name:
+            raise gr.Error("No question answering model is available: see checkpoints/README.md.")
+        if not question.strip():
+            raise gr.Error("Type a question, e.g. \"what is the dog catching?\"")
+        progress(0.1, desc=f"{model_name} is reading the question")
+        start = time.perf_counter()
+        ex = self.studio.ask(path, model_name, question.strip())
+        ex.photo.name = os.path.basename(path)
+        step = ex.trace.steps[0]
+        others = ", ".join(f"{w} {p:.0%}" for w, p in step.alternatives[1:4])
+        note = (f"**{model_name}**: {question.strip()} → **{step.word}** ({math.exp(step.logprob):.0%}; then "
+                f"{others}) in {time.perf_counter() - start:.2f} s. The map: where it read the answer from.")
         return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *self._step_reply(ex, 1, _style(*style)))
 
     def prepare_photo(self, path, model_name):
@@ -433,6 +454,14 @@ def _explore_stage(c, studio: S.Studio, models: list[str], lecture: bool):
                                    combine_adjacent=False, show_legend=False, show_inline_category=False,
                                    interactive=False, color_map={"branched": "#93c5fd", "required": "#fde68a",
                                                                  "guessed": "#e2e8f0", "said, not seen": "#fca5a5"})
+    answerers = studio.models("answer")
+    with gr.Row(elem_id="ask-row", equal_height=True, visible=bool(answerers)):
+        c.question = gr.Textbox(label="Ask the photo: a question answering model answers in one word and shows where "
+                                      "it read the answer from", placeholder="what is the dog catching?",
+                                elem_id="question", scale=4)
+        c.answer_model = gr.Dropdown(answerers, value=answerers[0] if answerers else None, label="Answered by",
+                                     elem_id="answer-model", scale=1, min_width=140)
+        c.ask = gr.Button("Ask", elem_id="ask", scale=0, min_width=80)
     c.view = AttentionView(studio.view_photo, elem_id="view")   # drawn in the page (page_view.js) from the trace
     c.photo_key = gr.Textbox(visible=False)   # the chosen photo's name for the page (prepare_photo, PHOTO_JS)
     with gr.Row(elem_id="controls", equal_height=True):
@@ -585,6 +614,9 @@ def _wire_explore(c, h: Handlers):
     (word clicks, Previous/Next, the arrows, the slider, Play) and restyling happen in the page
     (viewer.js, page_view.js) with no request: the slider keeps the word for the events that need it."""
     _caption_event(c, h, c.run.click)
+    for trigger in (c.ask.click, c.question.submit):
+        _decoded(c, h, trigger(h.ask_photo, [c.photo, c.answer_model, c.question, *c.style],
+                               [c.explored, c.beams, c.status, *c.step_outputs], **MODEL, show_progress_on=c.view))
     for key, btn in enumerate(c.model_keys, 1):   # lecture number keys: that model, on the same photo
         _caption_event(c, h, btn.click(functools.partial(h.pick_model, key), None, c.model).success)
     c.step.change(None, c.step, None, js=STEP_JS)   # the server moved the word (a new caption, a branch)

@@ -10,7 +10,8 @@ Four question types, each with a one-word answer:
 - object:   "a dog catches a frisbee" -> "what does the dog catch?" (frisbee), "what catches a frisbee?" (dog)
 - number:   "two dogs run in the snow" -> "how many dogs run in the snow?" (two)
 - colour:   "a man in a red shirt ..." -> "what colour is the man's shirt?" (red); "a black dog ..." -> "what
-            colour is the dog?" (black); a noun with two colours ("black and white") asks nothing
+            colour is the dog?" (black); only a colour right before its noun, and a noun with two
+            colours ("black and white") asks nothing
 - location: "a dog runs on the beach" -> "where does the dog run?" (beach): `PLACES` nouns only.
 A question is kept when at least `SUPPORT` of the photo's captions support its answer (they name the
 answer, and for colour and number the noun asked about too), and refused when one photo's captions
@@ -35,8 +36,9 @@ NUMBERS = ("two", "three", "four", "five", "six", "seven", "eight", "nine", "ten
 COLOURS = ("black", "white", "red", "blue", "green", "yellow", "brown", "orange", "pink", "purple", "gray", "tan")
 COLOUR_ALIASES = {"grey": "gray"}
 SINGULAR_DETS = ("a", "an", "the", "one")
-DETERMINERS = SINGULAR_DETS + NUMBERS + ("another", "some", "several", "many")
-PREPOSITIONS = ("in", "on", "at", "through", "across", "along", "near", "into", "onto", "by", "over", "under",
+POSSESSIVES = ("his", "her", "their", "its")
+DETERMINERS = SINGULAR_DETS + NUMBERS + POSSESSIVES + ("another", "some", "several", "many")
+PREPOSITIONS = ("out", "in", "on", "at", "through", "across", "along", "near", "into", "onto", "by", "over", "under",
                 "down", "up", "behind", "beside", "inside", "outside", "around", "from", "with", "of", "off",
                 "toward", "towards", "past", "between", "above", "against", "next", "while", "during", "to", "for")
 STOP_REST = (",", "while", "as", "and", "who", "that", "because")   # a question's verb phrase ends there
@@ -63,8 +65,8 @@ class Question:
 
 
 def words_of(caption: str) -> list[str]:
-    """Lower-case words with commas kept (they end phrases); other punctuation dropped."""
-    return re.findall(r"[a-z]+|,", caption.lower().replace("-", " "))
+    """Lower-case words with commas kept (they end phrases), "man's" one word; other punctuation dropped."""
+    return re.findall(r"[a-z]+(?:'s)?|,", caption.lower().replace("-", " ").replace("\u2019", "'"))
 
 
 def singular(noun: str) -> str:
@@ -112,8 +114,12 @@ class Phrase:
         return self.words[-1]
 
     @property
-    def colours(self) -> list[str]:
-        return [COLOUR_ALIASES.get(w, w) for w in self.words[1:-1] if COLOUR_ALIASES.get(w, w) in COLOURS]
+    def colour(self) -> str | None:
+        """The phrase's one colour, when it stands right before the head ("a red shirt"; not "a black and
+        white dog", "a red and blue shirt", nor a head the rules misread: "a white rocket launches")."""
+        found = [COLOUR_ALIASES.get(w, w) for w in self.words[1:-1] if COLOUR_ALIASES.get(w, w) in COLOURS]
+        before = COLOUR_ALIASES.get(self.words[-2], self.words[-2]) if len(self.words) > 2 else None
+        return before if len(found) == 1 and before in COLOURS and "and" not in self.words else None
 
     @property
     def plural(self) -> bool:
@@ -144,7 +150,9 @@ class CaptionReader:
                     (w.endswith("ing") and len(w) > 5):
                 break
             j += 1
-        if j == i + 1 or words[j - 1] in COLOURS:
+        if j > i + 2 and words[j - 1].endswith("ly") and j < len(words) and self.is_verb(words[j]):
+            j -= 1                                         # "a hiker carefully walks": the adverb is no head
+        if j == i + 1 or words[j - 1] in COLOURS or words[j - 1].endswith("ed"):
             return None
         return Phrase(words[i:j], j)
 
@@ -162,22 +170,27 @@ class CaptionReader:
                 break
             parts["modifiers"].append(mod)
             i = mod.end
+        if i < len(words) and words[i].endswith("ly"):
+            i += 1                                         # the adverb before the verb
         if i < len(words) and words[i] in ("is", "are"):
             parts["aux"], i = words[i], i + 1
         if i >= len(words) or not self.is_verb(words[i], subject.plural) or (parts["aux"] and not words[i].endswith("ing")):
             return parts                                   # no verb, or "is black"
-        if words[i].endswith("ing"):                       # "a man sitting on a bench": "is" understood
-            parts["aux"] = parts["aux"] or "is"
+        implied = words[i].endswith("ing") and parts["aux"] is None
+        if implied:                                        # "a man sitting on a bench": "is" understood
+            parts["aux"] = "is"
         parts["verb"], i = words[i], i + 1
         rest = words[i:]
-        if "is" in rest or "are" in rest:
-            return None                                    # "the man reading a magazine is sitting": not read
+        if "is" in rest or "are" in rest or (implied and any(self.is_verb(w) and not w.endswith("ing") for w in rest)):
+            return None                    # "the man reading a magazine is sitting", "a woman carrying a bag sits"
         cut = next((k for k, w in enumerate(rest) if w in STOP_REST and not
                     (w == "and" and 0 < k < len(rest) - 1 and rest[k - 1] in COLOURS and rest[k + 1] in COLOURS)), len(rest))
         parts["rest"] = rest[:cut]
         if cut and (rest[cut - 1] in DETERMINERS or rest[cut - 1] in COLOURS or rest[cut - 1] in PREPOSITIONS):
             parts["rest"] = []                             # cut inside a phrase: no question reads it
         parts["object"] = self.phrase(words, i)
+        if parts["object"] is None and parts["rest"] and parts["rest"][0] not in PREPOSITIONS:
+            parts["rest"] = []                             # an object the rules do not read ("puts on sunglasses")
         j = parts["object"].end if parts["object"] else i
         while j < len(words):
             if words[j] in PREPOSITIONS and words[j] not in ("with", "of", "to", "for"):
@@ -192,6 +205,8 @@ class CaptionReader:
 
 def _the(phrase: Phrase) -> str:
     """The phrase as a question names it: "a black dog" -> "the black dog", "two dogs" -> "the two dogs"."""
+    if phrase.words[0] in POSSESSIVES:
+        return " ".join(phrase.words)                     # "his arm"
     body = phrase.words[1:] if phrase.words[0] in SINGULAR_DETS + ("another", "some", "several", "many") else phrase.words
     return "the " + " ".join(body)
 
@@ -205,11 +220,11 @@ def questions_of(parts: dict) -> list[tuple[str, str, str, str]]:
     out = []
     s = parts["subject"]
     plural, verb, aux = s.plural, parts["verb"], parts["aux"]
-    if len(s.colours) == 1 and " and " not in " ".join(s.words):
-        out.append(("colour", f"what colour {'are' if plural else 'is'} the {s.head}?", s.colours[0], s.head))
+    if s.colour:
+        out.append(("colour", f"what colour {'are' if plural else 'is'} the {s.head}?", s.colour, s.head))
     for mod in parts["modifiers"]:
-        if not plural and len(mod.colours) == 1 and mod.head not in VAGUE and " and " not in " ".join(mod.words):
-            out.append(("colour", f"what colour is the {s.head}'s {mod.head}?", mod.colours[0], mod.head))
+        if not plural and mod.colour and mod.head not in VAGUE:
+            out.append(("colour", f"what colour is the {s.head}'s {mod.head}?", mod.colour, mod.head))
     if verb is None:
         return out
     rest = _rest(parts["rest"])
@@ -224,9 +239,9 @@ def questions_of(parts: dict) -> list[tuple[str, str, str, str]]:
     o = parts["object"]
     if o is not None and o.head not in VAGUE and o.head not in PLACES and o.head != s.head:
         out.append(("object", f"what {asked}?", singular(o.head), o.head))
-        if len(o.colours) == 1 and " and " not in " ".join(o.words):
-            out.append(("colour", f"what colour {'are' if o.plural else 'is'} the {o.head} {asked.split(' ', 1)[1]}?",
-                        o.colours[0], o.head))
+        if o.colour:
+            clause = f"{_the(s)} {('are' if plural else 'is') + ' ' if aux else ''}{verb}"   # "the dog is catching"
+            out.append(("colour", f"what colour {'are' if o.plural else 'is'} the {o.head} {clause}?", o.colour, o.head))
     places = [p for _, p in parts["places"] if p.head in PLACES]
     if len(places) == 1:
         what = f" {_the(o)}" if o is not None and o.head not in PLACES else ""   # "where is the man riding the bike?"

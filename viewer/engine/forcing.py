@@ -28,14 +28,15 @@ class Forced:
 
 def forced(model, feats: torch.Tensor, mask: torch.Tensor, tokens: torch.Tensor, vocab, soft: bool = False,
            seeds: torch.Tensor | None = None, init_mask: torch.Tensor | None = None,
-           hide: tuple[int, torch.Tensor] | None = None) -> Forced:
+           hide: tuple[int, torch.Tensor] | None = None, prompt: torch.Tensor | None = None) -> Forced:
     """`tokens` (N, T): row i forced on feats[i] (no <start>: it is fed first). <pad> and <start> get
     no probability, as in decoding. `soft`: stochastic attention as its expectation; `seeds` (N,):
-    the cells' seeds (decoding's `seeds`); `init_mask`, `hide`: as `CaptionModel.teacher_forced`."""
+    the cells' seeds (decoding's `seeds`); `init_mask`, `hide`, `prompt` (a question answering model's
+    questions, one row per row): as `CaptionModel.teacher_forced`."""
     n = feats.shape[0]
     inputs = torch.cat([torch.full((n, 1), vocab.start, dtype=torch.long, device=tokens.device), tokens], 1)
     logits, steps = model.teacher_forced(feats, mask, inputs, torch.arange(n, device=feats.device), soft=soft,
-                                         seeds=seeds, init_mask=init_mask, hide=hide)
+                                         seeds=seeds, init_mask=init_mask, hide=hide, prompt=prompt)
     banned = torch.tensor([vocab.pad, vocab.start], device=logits.device)
     logp = F.log_softmax(logits.transpose(0, 1).float().index_fill(-1, banned, float("-inf")), dim=-1)
     heads = torch.stack([s.heads for s in steps], 1) if steps[0].heads is not None else None

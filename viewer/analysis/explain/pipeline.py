@@ -25,6 +25,7 @@ from PIL import Image, ImageFilter
 
 from ...engine.forcing import forced
 from ...engine.images import INPUT_SIZE, AttendsTo, Photo, squash
+from ...engine.pipeline import question_ids
 from ...engine.vision import FeatureSource
 from ...engine.vision.regions import DETECTOR_INPUT, region_features
 from ...engine.words import first_step_words
@@ -41,11 +42,12 @@ class Pipeline:
     `grid_logprobs(grid)`: encoder grids (N, 196, C) -> (N, T), differentiable (regions as detected
     on the unoccluded photo). T = the caption's steps, <end> included: `caption` is a trace's own
     token ids (forced as they are: nothing re-tokenises a decoded caption), or text tokenised once
-    (`Captioner.forced_ids`: a reference, a typed caption).
+    (`Captioner.forced_ids`: a reference, a typed caption). With `question`, a question answering
+    model's answer (its token ids, then <end>) is the caption: every method explains the answer.
     """
 
     def __init__(self, captioner, photo: Photo, model: str, caption: str | Sequence[int],
-                 blur_sigma: float = BLUR_SIGMA, seed: int = 0):
+                 blur_sigma: float = BLUR_SIGMA, seed: int = 0, question: str | None = None):
         self.captioner, self.photo = captioner, photo
         self.lm = lm = captioner.model(model)
         self.own_encoder = lm.image_encoder                      # hf: models: their ViT and image processor
@@ -60,6 +62,7 @@ class Pipeline:
         self.spans = [w.steps for w in spans if len(w.steps) > 1 and w.steps.stop <= len(ids)]
         self.device = captioner.device
         self.tokens = torch.tensor(ids, device=self.device)
+        self.prompt = None if question is None else question_ids(lm, [question], self.device)
         if self.own_encoder is None:
             sq = squash(photo)
             self.image = torch.from_numpy(sq).float()
@@ -105,7 +108,8 @@ class Pipeline:
         """Forced log-prob of every word (N, T) [and the attention (N, T, K)] for N feature rows
         (engine/forcing.py; sat-hard through its soft expectation)."""
         model = self.model if model is None else model
-        out = forced(model, feats, mask, self.tokens[None].expand(feats.shape[0], -1), self.lm.vocab, soft=True)
+        out = forced(model, feats, mask, self.tokens[None].expand(feats.shape[0], -1), self.lm.vocab, soft=True,
+                     prompt=None if self.prompt is None else self.prompt.expand(feats.shape[0], -1))
         return (out.logprobs, out.attention) if with_attention else out.logprobs
 
     def inputs_from_grid(self, grid: torch.Tensor, regions: list | None = None):

@@ -169,8 +169,8 @@ class CaptionModel(nn.Module):
         return xe + supervision(steps, targets, logs), logs
 
     def teacher_forced(self, feats, mask, tokens, image_index, soft: bool = False, seeds: torch.Tensor | None = None,
-                       init_mask: torch.Tensor | None = None, hide: tuple[int, torch.Tensor] | None = None
-                       ) -> tuple[torch.Tensor, list[Step]]:
+                       init_mask: torch.Tensor | None = None, hide: tuple[int, torch.Tensor] | None = None,
+                       prompt: torch.Tensor | None = None) -> tuple[torch.Tensor, list[Step]]:
         """Run the decoder on ground-truth captions.
 
         tokens (N, T) start with <start>, end with <end>, then padding (id 0); `image_index` maps
@@ -178,12 +178,15 @@ class CaptionModel(nn.Module):
         once per caption; `soft`: stochastic attention as its expectation (`soft_expectation`);
         `seeds` (per image): the seeds of stochastic attention's cells (as decoding's); `init_mask`
         (per image): what the initial state sees, if not `mask`; `hide` = (t, masks per caption):
-        step t only sees `masks` (`hiding_step`; feature faithfulness). All rows run every step (padding is masked in the loss): slicing
+        step t only sees `masks` (`hiding_step`; feature faithfulness); `prompt` (per image): a question
+        answering model's questions (`with_prompt`). All rows run every step (padding is masked in the loss): slicing
         finished rows away each step costs more on a CPU than it saves, because every slice of
         the attention memory becomes a full-size gradient buffer in backward.
         Returns logits (T-1, N, V) and the per-step outputs.
         """
         state = self.init_state(feats, mask if init_mask is None else init_mask, seeds)
+        if prompt is not None:
+            state = self.with_prompt(state, prompt)
         state = reorder({**state, "mask": mask}, image_index)
         if soft:
             state = self.soft_expectation(state)

@@ -189,11 +189,12 @@ class TransformerCaptioner(CaptionModel):
         heads = torch.stack(heads, 1)                                   # (B, layers, heads, K)
         return Step(self._logits(x[:, 0]), heads[:, -1].mean(1), heads=heads), new
 
-    def teacher_forced(self, feats, mask, tokens, image_index, soft: bool = False, seeds=None, init_mask=None, hide=None):
+    def teacher_forced(self, feats, mask, tokens, image_index, soft: bool = False, seeds=None, init_mask=None, hide=None,
+                       prompt=None):
         """The whole caption in one pass (causal mask); equal to running `forward_step` word by word
         (which hiding at one step, or a separate initial mask, still does)."""
-        if init_mask is not None or hide is not None:
-            return super().teacher_forced(feats, mask, tokens, image_index, soft, seeds, init_mask, hide)
+        if init_mask is not None or hide is not None or prompt is not None:
+            return super().teacher_forced(feats, mask, tokens, image_index, soft, seeds, init_mask, hide, prompt)
         m = self.memory(feats, mask)
         per_caption = lambda t: t.index_select(0, image_index)  # noqa: E731  (per image first: 5 captions share it)
         inputs = tokens[:, :-1]

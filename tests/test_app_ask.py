@@ -1,0 +1,72 @@
+"""Ask the photo in the app: the session's answer trace (the map it was read from, its dependence on
+the photo, branching to another answer), the HTTP API, and a real browser."""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+
+from viewer.app import session as S
+
+from conftest import ASSETS
+from test_app import _browser
+
+QUESTION = "what colour is the cup?"
+
+
+@pytest.fixture(scope="module")
+def studio(captioner):
+    return S.Studio(captioner)
+
+
+def test_the_answer_is_a_trace_with_the_map_it_was_read_from(studio, captioner):
+    path = os.path.join(ASSETS, "coffee.jpg")
+    ex = studio.ask(path, "vqa-regions", QUESTION)
+    trace = ex.trace
+    assert trace.question == QUESTION and len(trace.words) == 1 and trace.steps[1].word == "<end>"
+    assert "vqa-regions" in studio.models("answer") and "vqa-regions" not in studio.models()
+    direct = captioner.ask([ex.photo], "vqa-regions", [QUESTION])[0]      # the engine's own answer, map and all
+    assert direct.words == trace.words and np.allclose(direct.steps[0].attention, trace.steps[0].attention)
+    dependence = studio.visual_dependence(ex)                             # looked or guessed, as for caption words
+    assert dependence is not None and len(dependence) == ex.n_steps and np.isfinite(dependence[0])
+    other = trace.steps[0].alternatives[1][0]
+    branched = studio.branch(ex, 0, other)                                # "what if it answered ..."
+    assert branched.trace.words == [other] and branched.trace.question == QUESTION
+    assert math.isclose(math.exp(branched.trace.steps[0].logprob), trace.steps[0].alternatives[1][1], rel_tol=1e-3)
+    assert studio.ask(path, "vqa-regions", "what is on the table?").key != ex.key   # caches know the question
+
+
+def test_the_api_answers_with_the_view_of_the_answer(server):
+    from gradio_client import Client, handle_file
+    url, _ = server
+    client = Client(url, verbose=False)
+    out = client.predict(handle_file(os.path.join(ASSETS, "coffee.jpg")), "vqa-regions", QUESTION,
+                         *S.Style().inputs(), api_name="/ask_photo")
+    assert "→" in out[1] and QUESTION in out[1]
+    payload = out[3]
+    assert payload["kind"] == "regions" and len(payload["tokens"]) == 2
+    assert np.allclose(S.unpacked(payload["maps"]).sum(1), 1, atol=1e-4)
+    with pytest.raises(Exception, match="Type a question"):
+        client.predict(handle_file(os.path.join(ASSETS, "coffee.jpg")), "vqa-regions", "  ",
+                       *S.Style().inputs(), api_name="/ask_photo")
+
+
+def test_asking_in_the_browser_draws_the_answer(server):
+    from playwright.sync_api import expect, sync_playwright
+    url, _ = server
+    with sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.set_default_timeout(60_000)
+        page.goto(url)
+        page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
+        page.wait_for_timeout(1500)
+        page.locator("#question textarea").fill(QUESTION)
+        page.locator("#ask").click()
+        expect(page.locator("#status")).to_contain_text("→", timeout=90_000)
+        expect(page.locator("#panel .step-facts")).to_contain_text("at step 1")
+        page.wait_for_function("() => { const c = document.querySelector('#view canvas');"
+                               " return c && c.dataset.shown && c.dataset.shown.length > 0; }")
+        browser.close()

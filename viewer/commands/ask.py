@@ -1,0 +1,43 @@
+"""`ask`: ask a photo a question; a question answering model (vqa-*) answers with one word and
+shows where it looked (the map it read the answer from)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from . import options
+
+NAME = "ask"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(NAME, help="ask a photo a question (question answering models: vqa-*)")
+    p.add_argument("image", help="the photo")
+    p.add_argument("question", help='e.g. "what is the dog catching?"')
+    p.add_argument("--model", default="vqa-regions", help="question answering model name or checkpoint path")
+    p.add_argument("--json", action="store_true", help="the answer as a trace (the caption --json schema, with 'question')")
+    p.set_defaults(func=run)
+
+
+def where(trace) -> str:
+    """Where the answer's map lies, in words: the regions (label, weight) or the peak cell."""
+    att = trace.steps[0].attention
+    if trace.attends_to == "regions":
+        top = np.argsort(-att)[:3]
+        return ", ".join(f"{trace.region_labels[i]} {att[i]:.0%}" for i in top)
+    row, col = divmod(int(np.argmax(att)), trace.grid_side)
+    return f"peak at cell row {row}, column {col} ({att.max():.0%} of the map)"
+
+
+def run(args) -> int:
+    from ..engine.images import load_photo
+    trace = options.captioner(args).ask([load_photo(args.image)], args.model, [args.question])[0]
+    if args.json:
+        print(json.dumps(trace.to_json()))
+        return 0
+    step = trace.steps[0]
+    others = ", ".join(f"{w} {p:.0%}" for w, p in step.alternatives[1:4])
+    print(f"{args.question} -> {step.word} ({float(np.exp(step.logprob)):.0%}; then {others})")
+    print(f"looked at: {where(trace)}")
+    return 0
