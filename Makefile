@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test setup browser java install-check
+.PHONY: run test setup browser java install-check qa
 
 $(VENV)/installed.stamp: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -33,3 +33,18 @@ install-check:
 
 test: setup browser java install-check
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# Ask the photo: questions generated from Flickr8k's captions, the four question answering models
+# trained on them (resumable: run again to continue) and scored on dev-report into reports/qa/,
+# then the README's table. DATA: the Flickr8k folder. About an hour on 2 CPU cores.
+DATA ?= ../shared/data/flickr8k
+QA_MODELS := vqa-blind vqa-regions vqa-bow vqa-grid   # the blind model first: the others are scored beside it
+qa: setup
+	$(PY) -m viewer qa-data --data $(DATA) --out runs/questions.json
+	for m in $(QA_MODELS); do \
+	  $(PY) -m viewer train --model $$m --data $(DATA) --questions runs/questions.json --out runs/qa-$$m \
+	    --epochs 15 --patience 3 --resume && \
+	  $(PY) -m viewer evaluate --model runs/qa-$$m/best.safetensors --data $(DATA) --questions runs/questions.json \
+	    --split dev-report --out reports/qa/$$m --dependence --blind runs/qa-vqa-blind/best.safetensors || exit 1; \
+	done
+	$(PY) -m viewer.analysis.tables

@@ -70,3 +70,17 @@ def test_asking_in_the_browser_draws_the_answer(server):
         page.wait_for_function("() => { const c = document.querySelector('#view canvas');"
                                " return c && c.dataset.shown && c.dataset.shown.length > 0; }")
         browser.close()
+
+
+def test_ask_on_the_command_line(tiny_checkpoints):
+    import json
+    from test_cli import run
+    photo = os.path.join(ASSETS, "coffee.jpg")
+    code, out, err = run("--checkpoints", tiny_checkpoints, "ask", photo, QUESTION, "--model", "vqa-regions")
+    assert code == 0, err
+    assert f"{QUESTION} -> " in out and "looked at: " in out and "nats without the photo" in out
+    code, out, err = run("--checkpoints", tiny_checkpoints, "ask", photo, QUESTION, "--model", "vqa-regions", "--json")
+    trace = json.loads(out)
+    assert code == 0 and trace["question"] == QUESTION and trace["steps"][-1]["word"] == "<end>"
+    code, out, err = run("--checkpoints", tiny_checkpoints, "ask", photo, QUESTION, "--model", "updown")
+    assert code == 2 and err.startswith("error: ") and "answers no question" in err and "Traceback" not in err

@@ -55,3 +55,23 @@ def test_each_committed_report_is_the_reduce_of_its_committed_records():
     fake = copy.deepcopy(reports)
     assert "Not measured in the committed records yet" in tables.sun_table(
         {m: {**r, "sun_ablation": None} for m, r in fake.items()})
+
+
+def test_the_answers_table_reads_its_reports(tmp_path):
+    """One row per question answering model beside the commonest answer, in percent with intervals."""
+    import json as _json
+    from viewer.analysis.answers import qa_report
+    from viewer.analysis.tables import answers_table
+    from viewer.data.questions import Question
+    items = [Question(f"p{i}.jpg", t, f"q{i}", a, 2) for i, (t, a) in
+             enumerate([("object", "dog"), ("object", "man"), ("number", "two"), ("colour", "red"), ("location", "beach")])]
+    said = ["dog", "dog", "two", "blue", "beach"]
+    for name in ("vqa-regions", "vqa-blind"):
+        (tmp_path / name).mkdir()
+        report = qa_report(name, said if name == "vqa-regions" else ["man"] * 5, items, items, "dev-report")
+        (tmp_path / name / "report.json").write_text(_json.dumps(report))
+    lines = answers_table(folder=str(tmp_path)).splitlines()
+    assert lines[2].startswith("| `vqa-regions` | 50.0 [") and "| 100.0 [" in lines[2] and "| 0.0 [" in lines[2]
+    assert lines[3].startswith("| `vqa-blind` | 50.0")                    # "man" is right once in two objects
+    assert lines[4].startswith("| commonest answer per type |")
+    assert "5 questions generated from the captions of dev-report" in answers_table(folder=str(tmp_path))

@@ -3,6 +3,7 @@ question type and overall, with image-level 95% intervals, beside the commonest-
 Never comparable with VQA v2's accuracy: the questions are generated, their answers one word."""
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 from ..data.questions import TYPES, Question
@@ -47,5 +48,42 @@ def qa_report(name: str, predicted: list[str], items: list[Question], train: lis
     return {"about": ABOUT, "model": name, "split": split, "accuracy": accuracy_block(predicted, items),
             "commonest_answer": {"answers": common,
                                  "accuracy": accuracy_block([common.get(q.type, "") for q in items], items)},
-            "answers": [{"photo": q.photo, "type": q.type, "question": q.question, "answer": q.answer, "said": p}
+            "answers": [{"photo": os.path.basename(q.photo), "type": q.type, "question": q.question, "answer": q.answer, "said": p}
                         for q, p in zip(items, predicted)]}
+
+
+def looked_or_guessed(captioner, model: str, items: list[Question], said: list[str], log=None) -> list[float]:
+    """Each answer's visual dependence (nats): the larger fall of its log-prob when the photo is
+    blurred away and when it is removed (`seen_dependence`, the caption words' rule); an answer
+    under `SEEN` was guessed from the question."""
+    from ..engine.images import load_photo
+    from .explain import Pipeline
+    from .pixel_faithfulness import seen_dependence
+    vocab = captioner.model(model).vocab
+    out, photos = [], {}
+    for i, (q, answer) in enumerate(zip(items, said)):
+        photo = photos.get(q.photo) or photos.setdefault(q.photo, load_photo(q.photo))
+        pipe = Pipeline(captioner, photo, model, [vocab.index[answer], vocab.end], question=q.question)
+        out.append(round(float(seen_dependence(pipe)[0]), 4))
+        if log and (i + 1) % 100 == 0:
+            log(f"looked or guessed: {i + 1} of {len(items)} answers")
+    return out
+
+
+def dependence_block(dependence: list[float], said: list[str], items: list[Question],
+                     blind: list[str] | None = None) -> dict:
+    """How many answers were guessed (dependence under SEEN nats), their accuracy beside the seen
+    ones', and how often the blind model says the same."""
+    from .pixel_faithfulness import SEEN
+    guessed = [d < SEEN for d in dependence]
+    right = [s == q.answer for s, q in zip(said, items)]
+    acc = lambda rows: round(sum(right[i] for i in rows) / len(rows), 4) if rows else None  # noqa: E731
+    out = {"rule": f"guessed: the answer's log-prob falls by under {SEEN} nats both when the photo is blurred away "
+                   "and when it is removed", "guessed": round(sum(guessed) / max(len(guessed), 1), 4),
+           "guessed_ci": bootstrap_ci([float(g) for g in guessed], [q.photo for q in items]),
+           "mean_dependence": round(sum(dependence) / max(len(dependence), 1), 4),
+           "accuracy_guessed": acc([i for i, g in enumerate(guessed) if g]),
+           "accuracy_seen": acc([i for i, g in enumerate(guessed) if not g])}
+    if blind is not None:
+        out["same_as_blind"] = round(sum(a == b for a, b in zip(said, blind)) / max(len(said), 1), 4)
+    return out

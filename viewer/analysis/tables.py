@@ -172,8 +172,42 @@ def naming_table(_reports=None, evaluations: dict[str, dict] | None = None) -> s
     return "\n".join(lines)
 
 
+ANSWERS = os.path.join(ROOT, "reports", "qa")   # `evaluate --questions ... --out reports/qa/MODEL`: report.json
+QA_MODELS = ("vqa-regions", "vqa-grid", "vqa-bow", "vqa-blind")
+
+
+def answers_table(_reports=None, folder: str = ANSWERS) -> str:
+    """Per question answering model, and the commonest-answer baseline: accuracy per type and overall
+    on the questions generated from dev-report's captions, with image-level 95% intervals; how many
+    answers were guessed; the questions' hand check (reports/qa/)."""
+    found = load_evaluations(folder)
+    found = {m: found[m] for m in sorted(found, key=lambda m: (QA_MODELS.index(m) if m in QA_MODELS else 9, m))}
+    if not found:
+        return "No question answering evaluation is committed yet."
+    types = ("object", "number", "colour", "location", "overall")
+    first = next(iter(found.values()))
+    lines = ["| model | " + " | ".join(f"{t} [95%]" for t in types) + " | guessed (answers) |",
+             "|---" * (len(types) + 2) + "|"]
+    cell = lambda b: f"{100 * b['accuracy']:.1f}" + (f" [{100 * b['ci'][0]:.1f}, {100 * b['ci'][1]:.1f}]" if b["ci"] else "")  # noqa: E731
+    for model, r in found.items():
+        guessed = r.get("looked_or_guessed", {}).get("guessed")
+        lines.append(f"| `{model}` | " + " | ".join(cell(r["accuracy"][t]) for t in types)
+                     + f" | {'–' if guessed is None else f'{100 * guessed:.0f}%'} |")
+    common = first["commonest_answer"]["accuracy"]
+    lines.append("| commonest answer per type | " + " | ".join(f"{100 * common[t]['accuracy']:.1f}" for t in types) + " | – |")
+    counts = ", ".join(f"{first['accuracy'][t]['questions']} {t}" for t in types[:-1])
+    note = f"\n\n{first['accuracy']['overall']['questions']} questions generated from the captions of {first['split']} ({counts})."
+    check = os.path.join(folder, "hand_check.json")
+    if os.path.exists(check):
+        last = json.load(open(check))["checks"][-1]
+        note += (f" Checked by looking at 100 sampled questions: {last['ok']} of {last['of']} well-formed and "
+                 "answerable from the photo (reports/qa/hand_check.json).")
+    return "\n".join(lines) + note
+
+
 BLOCKS = {"which-map-summary": summary, "which-map-coverage": coverage, "which-map-table": method_table,
-          "which-map-verdicts": verdicts, "sun-ablation": sun_table, "naming-table": naming_table}
+          "which-map-verdicts": verdicts, "sun-ablation": sun_table, "naming-table": naming_table,
+          "answers-table": answers_table}
 
 
 def render(text: str, reports: dict[str, dict]) -> str:

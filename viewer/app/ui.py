@@ -29,6 +29,8 @@ from . import session as S
 from .page_view import AttentionView
 
 log = logging.getLogger("viewer.app")
+EXAMPLE_QUESTIONS = [["what colour is the cup?"], ["what is the man riding?"], ["where is the dog running?"],
+                     ["how many people are sitting?"], ["what colour is the motorcycle?"]]
 DEFAULT_ORDER = ["sat-soft", "sat-hard", "updown", "transformer"]
 HIDDEN = ["lecture-hide"]   # folded away in lecture mode
 METHODS_MODE = "Methods: Explore's model and caption, one column per map"
@@ -462,6 +464,8 @@ def _explore_stage(c, studio: S.Studio, models: list[str], lecture: bool):
         c.answer_model = gr.Dropdown(answerers, value=answerers[0] if answerers else None, label="Answered by",
                                      elem_id="answer-model", scale=1, min_width=140)
         c.ask = gr.Button("Ask", elem_id="ask", scale=0, min_width=80)
+    if answerers:   # questions of the kinds the models were trained on (data/questions.py), for a lecture
+        gr.Examples(EXAMPLE_QUESTIONS, inputs=c.question, label="Questions to try")
     c.view = AttentionView(studio.view_photo, elem_id="view")   # drawn in the page (page_view.js) from the trace
     c.photo_key = gr.Textbox(visible=False)   # the chosen photo's name for the page (prepare_photo, PHOTO_JS)
     with gr.Row(elem_id="controls", equal_height=True):

@@ -16,6 +16,8 @@ def add_parser(sub) -> None:
     p.add_argument("image", help="the photo")
     p.add_argument("question", help='e.g. "what is the dog catching?"')
     p.add_argument("--model", default="vqa-regions", help="question answering model name or checkpoint path")
+    p.add_argument("--blind", default="vqa-blind", help="the question-only model whose answer goes beside (if there is "
+                   "one; '' for none)")
     p.add_argument("--json", action="store_true", help="the answer as a trace (the caption --json schema, with 'question')")
     p.set_defaults(func=run)
 
@@ -30,9 +32,23 @@ def where(trace) -> str:
     return f"peak at cell row {row}, column {col} ({att.max():.0%} of the map)"
 
 
+def looked_or_guessed(captioner, photo, model: str, trace, blind: str | None) -> str:
+    """The answer's visual dependence (the caption words' rule) and the blind model's answer beside it."""
+    from ..analysis.explain import Pipeline
+    from ..analysis.pixel_faithfulness import SEEN, seen_dependence
+    from ..engine.checkpoints import available
+    pipe = Pipeline(captioner, photo, model, trace.token_ids, question=trace.question)
+    d = float(seen_dependence(pipe)[0])
+    line = f"{'looked' if d >= SEEN else 'guessed'}: its log-prob falls by {d:.2f} nats without the photo"
+    if blind and blind in available(captioner.checkpoint_dir, task="answer"):
+        line += f"; the blind model ({blind}, question only) says {captioner.ask([photo], blind, [trace.question])[0].words[0]}"
+    return line
+
+
 def run(args) -> int:
     from ..engine.images import load_photo
-    trace = options.captioner(args).ask([load_photo(args.image)], args.model, [args.question])[0]
+    captioner, photo = options.captioner(args), load_photo(args.image)
+    trace = captioner.ask([photo], args.model, [args.question])[0]
     if args.json:
         print(json.dumps(trace.to_json()))
         return 0
@@ -40,4 +56,5 @@ def run(args) -> int:
     others = ", ".join(f"{w} {p:.0%}" for w, p in step.alternatives[1:4])
     print(f"{args.question} -> {step.word} ({float(np.exp(step.logprob)):.0%}; then {others})")
     print(f"looked at: {where(trace)}")
+    print(looked_or_guessed(captioner, photo, args.model, trace, args.blind))
     return 0

@@ -40,6 +40,10 @@ def add_parser(sub) -> None:
                    "needs (default analysis/guide.py THRESHOLD; choose it on dev-select)")
     p.add_argument("--questions", metavar="FILE.json", help="question answering models (vqa-*): accuracy on the "
                    "split's questions of this file (written by `qa-data`), per type, beside the commonest answer")
+    p.add_argument("--dependence", action="store_true", help="with --questions: each answer's visual dependence "
+                   "(photo blurred away, photo removed) and the share guessed from the question")
+    p.add_argument("--blind", metavar="MODEL", help="with --questions: the question-only model whose answers go beside "
+                   "(how often it says the same)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--features", help="precomputed features for imported models (.tsv, .hdf5 or folder of .npz)")
     p.add_argument("--explain", metavar="METHODS", help="comma-separated explanation methods (occlusion, gradcam, "
@@ -228,6 +232,18 @@ def answers(args) -> int:
     cache.build(sorted({q.photo for q in sets[split]}), VisionStack(options.device(args)))
     said = answer_all(loaded, sets[split], cache, options.device(args))
     result = qa_report(loaded.name, said, sets[split], sets["train"], split)
+    if args.dependence:
+        from ..analysis.answers import dependence_block, looked_or_guessed
+        from ..engine.pipeline import Captioner
+        blind = None
+        if args.blind:
+            blind_model = checkpoints.load(checkpoints.resolve(args.blind, args.checkpoints), options.device(args))
+            blind = answer_all(blind_model, sets[split], cache, options.device(args))
+        captioner = Captioner(args.device, checkpoint_dir=args.checkpoints)
+        dependence = looked_or_guessed(captioner, args.model, sets[split], said, options.log)
+        result["looked_or_guessed"] = dependence_block(dependence, said, sets[split], blind)
+        for row, d, b in zip(result["answers"], dependence, blind or [None] * len(said)):
+            row.update(dependence=d, **({} if b is None else {"blind": b}))
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "report.json"), "w", encoding="utf-8") as f:
@@ -236,6 +252,8 @@ def answers(args) -> int:
     print(json.dumps(result) if args.json else "\n".join(
         f"{k:9s} {v['accuracy']}  {v['ci']}  ({v['questions']} questions; commonest answer "
         f"{result['commonest_answer']['accuracy'][k]['accuracy']})" for k, v in acc.items()))
+    if "looked_or_guessed" in result:
+        print(json.dumps(result["looked_or_guessed"]))
     return 0
 
 

@@ -39,7 +39,7 @@ def run(args) -> int:
     if not found:
         print(f"no checkpoints in {args.checkpoints or ', '.join(checkpoints.MODEL_DIRS)}")
         return 0
-    rows = []
+    rows, answerers = [], []
     for name, path in found.items():
         try:
             meta = checkpoints.read_meta(path)
@@ -53,11 +53,20 @@ def run(args) -> int:
             print(json.dumps({"name": name, "type": meta["model_type"], "path": where, "vocabulary": size, "dev": dev, "dev_settings": meta.get("dev_settings"),
                               "trained": meta.get("training", {}).get("epochs"), "date": meta.get("date")}))
             continue
+        if meta.get("task") == "answer":
+            acc = dev.get("accuracy", {})
+            answerers.append(f"{name} ({meta['model_type']}): " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in acc.items()))
+            continue
         cells = [_dig(dev, keys) for _, keys in MODEL_COLUMNS]
         split = (meta.get("dev_settings") or {}).get("split", "dev")
         rows.append([name, meta["model_type"], str(size), split]
                     + ["-" if c is None else f"{c:g}" for c in cells])
-    if args.json or not rows:
+    if args.json or not (rows or answerers):
+        return 0
+    if answerers:
+        print("Question answering, accuracy on the questions generated from dev-report's captions:\n  "
+              + "\n  ".join(answerers) + "\n")
+    if not rows:
         return 0
     head = ["name", "type", "vocab", "scored on"] + [h for h, _ in MODEL_COLUMNS]
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
