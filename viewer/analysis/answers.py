@@ -55,18 +55,34 @@ def qa_report(name: str, predicted: list[str], items: list[Question], train: lis
 def looked_or_guessed(captioner, model: str, items: list[Question], said: list[str], log=None) -> list[float]:
     """Each answer's visual dependence (nats): the larger fall of its log-prob when the photo is
     blurred away and when it is removed (`seen_dependence`, the caption words' rule); an answer
-    under `SEEN` was guessed from the question."""
-    from ..engine.images import load_photo
+    under `SEEN` was guessed from the question. Per photo, the hidden photos are encoded once and
+    all its questions forced on them in one batch."""
+    import torch
+    from ..engine.forcing import forced
+    from ..engine.images import GRID, load_photo
     from .explain import Pipeline
-    from .pixel_faithfulness import seen_dependence
-    vocab = captioner.model(model).vocab
-    out, photos = [], {}
-    for i, (q, answer) in enumerate(zip(items, said)):
-        photo = photos.get(q.photo) or photos.setdefault(q.photo, load_photo(q.photo))
-        pipe = Pipeline(captioner, photo, model, [vocab.index[answer], vocab.end], question=q.question)
-        out.append(round(float(seen_dependence(pipe)[0]), 4))
-        if log and (i + 1) % 100 == 0:
-            log(f"looked or guessed: {i + 1} of {len(items)} answers")
+    lm = captioner.model(model)
+    rows_of: dict[str, list[int]] = {}
+    for i, q in enumerate(items):
+        rows_of.setdefault(q.photo, []).append(i)
+    out = [0.0] * len(items)
+    for n, (path, rows) in enumerate(rows_of.items()):
+        pipe = Pipeline(captioner, load_photo(path), model, [lm.vocab.index[said[rows[0]]], lm.vocab.end],
+                        question=items[rows[0]].question)
+        tokens = torch.tensor([[lm.vocab.index[said[i]], lm.vocab.end] for i in rows], device=captioner.device)
+        prompts = question_ids(lm, [items[i].question for i in rows], captioner.device)
+
+        def answer_logprob(feats, mask):
+            with torch.inference_mode():
+                return forced(pipe.model, feats.expand(len(rows), -1, -1), mask.expand(len(rows), -1), tokens,
+                              lm.vocab, soft=True, prompt=prompts).logprobs[:, 0].cpu()
+        base = answer_logprob(*pipe.inputs_from_grid(pipe.features.grid[None]))
+        hidden = torch.zeros(1, GRID, GRID)
+        drops = [base - answer_logprob(*next(pipe.hidden_inputs(hidden, imputer))) for imputer in ("blur", "road")]
+        for i, d in zip(rows, torch.maximum(*drops).tolist()):
+            out[i] = round(d, 4)
+        if log and (n + 1) % 50 == 0:
+            log(f"looked or guessed: {n + 1} of {len(rows_of)} photos")
     return out
 
 
