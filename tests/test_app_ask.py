@@ -103,3 +103,21 @@ def test_answer_dependence_in_batches_is_the_caption_words_rule(captioner):
         alone = seen_dependence(Pipeline(captioner, load_photo(path), "vqa-regions", [vocab.index[s], vocab.end],
                                          question=q.question))[0]
         assert abs(d - alone) < 1e-3
+
+
+def test_boxes_score_an_answer_map_and_refuse_the_wrong_kind_of_model(tmp_path, captioner):
+    import json
+    from viewer.analysis.user_boxes import BoxFileError, evaluate_user_boxes, load_box_file
+    photo = os.path.join(ASSETS, "coffee.jpg")
+    entry = {"question": QUESTION, "answer": "white", "boxes": {"white": [[100, 60, 500, 340]]}}
+    path = tmp_path / "asked.json"
+    path.write_text(json.dumps({photo: entry}))
+    report = evaluate_user_boxes(captioner, "vqa-regions", str(path))
+    g = report["grounding"]["attention"]
+    assert report["boxed_words"] == 1 and report["per_photo"][0]["question"] == QUESTION
+    assert g["pointing"] in (0.0, 1.0) and 0 <= g["mass_in_box"] <= 1 and g["mass_uniform_baseline"] is not None
+    with pytest.raises(ValueError, match="a question in the boxes file, but updown captions"):
+        evaluate_user_boxes(captioner, "updown", str(path))
+    path.write_text(json.dumps({photo: {"question": QUESTION, "boxes": {"white": [1, 1, 5, 5]}}}))
+    with pytest.raises(BoxFileError, match='missing "answer"'):
+        load_box_file(str(path))

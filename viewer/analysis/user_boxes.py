@@ -24,6 +24,11 @@ caption word (the viewer's tokenizer: lower case, punctuation dropped), or the f
 caption word the model does not know is forced as <unk> and still grounded at its step; the report
 lists such words (`unknown_to_model`).
 
+An entry may instead ask a question of a question answering model (vqa-*):
+``{"question": "what is the dog catching?", "answer": "frisbee", "boxes": {"frisbee": [...]}}``. The
+answer is forced as the model's answer to the question and its map (the one the answer is read
+from) is scored the same way, beside the same baselines; the box keys must name the answer.
+
 A bad file raises ONE `BoxFileError` (a ValueError) whose message names the file, the photo and the
 problem; nothing else escapes `load_box_file`.
 """
@@ -57,10 +62,11 @@ class BoxedPhoto:
 
     key: str                          # the photo as written in the file
     path: str                         # resolved against the file's folder
-    caption: str
+    caption: str                      # the caption forced, or a question's answer
     boxes: dict[str, np.ndarray]      # key (lower case) -> (n, 4) pixel boxes on the original photo
     width: int
     height: int
+    question: str | None = None       # a question answering entry: `caption` is its answer
 
     def unit_boxes(self, key: str) -> np.ndarray:
         """The key's boxes on the unit square of the photo (what the maps' cells are on)."""
@@ -111,14 +117,20 @@ def _entry(label: str, folder: str, key: str, value, check_photos: bool) -> Boxe
         raise BoxFileError(f"{label}: a photo path is empty")
     if not isinstance(value, dict):
         raise BoxFileError(f'{where}: must be an object {{"caption": ..., "boxes": ...}}, not a {_kind(value)}')
-    unknown = sorted(set(value) - {"caption", "boxes"})
+    asked = "question" in value
+    fields = {"question", "answer", "boxes"} if asked else {"caption", "boxes"}
+    unknown = sorted(set(value) - fields)
     if unknown:
-        raise BoxFileError(f"{where}: unknown field {unknown[0]!r} (only \"caption\" and \"boxes\")")
-    caption = value.get("caption")
+        raise BoxFileError(f"{where}: unknown field {unknown[0]!r} (only {', '.join(sorted(fields))})")
+    what = "answer" if asked else "caption"
+    caption = value.get(what)
     if caption is None:
-        raise BoxFileError(f"{where}: missing \"caption\"")
+        raise BoxFileError(f"{where}: missing \"{what}\"")
     if not isinstance(caption, str) or not tokenize(caption):
-        raise BoxFileError(f"{where}: \"caption\" must be a string with at least one word")
+        raise BoxFileError(f"{where}: \"{what}\" must be a string with at least one word")
+    question = value.get("question")
+    if asked and (not isinstance(question, str) or not tokenize(question)):
+        raise BoxFileError(f"{where}: \"question\" must be a string with at least one word")
     if "boxes" not in value:
         raise BoxFileError(f"{where}: missing \"boxes\"")
     raw = value["boxes"]
@@ -135,7 +147,7 @@ def _entry(label: str, folder: str, key: str, value, check_photos: bool) -> Boxe
     words = tokenize(caption)
     for name in boxes:
         if not any(match_key(w, {name}) for w in words):
-            raise BoxFileError(f"{where}: the word {name!r} in \"boxes\" is not in the caption {caption!r} "
+            raise BoxFileError(f"{where}: the word {name!r} in \"boxes\" is not in the {what} {caption!r} "
                                f"({WORD_MATCHING})")
     path = key if os.path.isabs(key) else os.path.join(folder, key)
     width = height = 0
@@ -152,7 +164,7 @@ def _entry(label: str, folder: str, key: str, value, check_photos: bool) -> Boxe
             if bad.any():
                 raise BoxFileError(f"{where}: box {b[bad][0].tolist()} of {name!r} lies outside the "
                                    f"{width}x{height} photo (pixels: 0 <= x <= {width}, 0 <= y <= {height})")
-    return BoxedPhoto(key, path, caption, boxes, width, height)
+    return BoxedPhoto(key, path, caption, boxes, width, height, question)
 
 
 def _boxes(where: str, spec) -> np.ndarray:
@@ -212,6 +224,16 @@ def summarise(items: list[Grounding]) -> dict:
     return {k: block[k] for k in SUMMARY_KEYS}
 
 
+def check_entries(captioner, model: str, photos: list[BoxedPhoto]) -> None:
+    """Questions need a question answering model, captions a captioning one: one ValueError if not."""
+    answers = captioner.model(model).model.answers
+    wrong = next((bp for bp in photos if (bp.question is not None) != answers), None)
+    if wrong is not None:
+        raise ValueError(f"{wrong.key}: {'a question' if wrong.question else 'a caption'} in the boxes file, but "
+                         f"{model} {'answers questions' if answers else 'captions'}; use "
+                         f"{'a captioning' if answers else 'a question answering (vqa-*)'} model, or another file")
+
+
 def check_methods(captioner, model: str, methods: Sequence[str]) -> tuple[str, ...]:
     """attention + the requested extra methods, in order, each available for this model; else ValueError."""
     from .explain import METHODS, available_methods
@@ -235,13 +257,15 @@ def boxed_record(captioner, model: str, methods: tuple[str, ...], bp: BoxedPhoto
     from .explain import attention_grid, explain
     photo = load_photo(bp.path)
     start = time.perf_counter()
-    trace = captioner.force([photo], model, [bp.caption])[0]
+    trace = captioner.force([photo], model, [bp.caption], questions=None if bp.question is None else [bp.question])[0]
     words = trace.step_words()   # each caption word at its first token (the word layer)
     maps = {"attention": attention_grid(trace)}
     seconds = {"attention": time.perf_counter() - start}
     extra = [m for m in methods if m != "attention"]
     if extra:
-        e = explain(captioner, photo, model, trace.token_ids, tuple(extra))
+        from .explain import Pipeline
+        pipe = Pipeline(captioner, photo, model, trace.token_ids, question=bp.question)
+        e = explain(captioner, photo, model, trace.token_ids, tuple(extra), pipe=pipe)
         for m in extra:
             maps[m] = e.maps[m]
             seconds[m] = e.seconds[m]
@@ -260,6 +284,7 @@ def boxed_record(captioner, model: str, methods: tuple[str, ...], bp: BoxedPhoto
     return {"index": index, "id": bp.key, "grounding": {m: [asdict(g) for g in found[m]] for m in methods},
             "unknown": unknown, "seconds": seconds,
             "photo": {"photo": bp.key, "path": bp.path, "caption": bp.caption, "size": [bp.width, bp.height],
+                      **({} if bp.question is None else {"question": bp.question}),
                       "words": rows}}
 
 
@@ -297,6 +322,7 @@ def evaluate_user_boxes(captioner, model: str, boxes_file: str, methods: Sequenc
     pointing hit and mass in box).
     """
     photos = load_box_file(boxes_file)
+    check_entries(captioner, model, photos)
     methods = check_methods(captioner, model, methods)
     records = []
     for i, bp in enumerate(photos):

@@ -25,11 +25,12 @@ def open_worker(opts: dict):
 
 
 def job(args):
-    from ..analysis.user_boxes import check_methods, load_box_file
+    from ..analysis.user_boxes import check_entries, check_methods, load_box_file
     from ..batch import Job
     photos = load_box_file(args.boxes)   # a bad file fails here, before any model loads
     captioner = options.captioner(args)
     loaded = captioner.model(args.model)
+    check_entries(captioner, args.model, photos)
     methods = check_methods(captioner, args.model, ("attention", *options.methods(args.explain)))
     with open(args.boxes, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()[:16]

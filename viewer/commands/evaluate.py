@@ -252,8 +252,16 @@ def answers(args) -> int:
     print(json.dumps(result) if args.json else "\n".join(
         f"{k:9s} {v['accuracy']}  {v['ci']}  ({v['questions']} questions; commonest answer "
         f"{result['commonest_answer']['accuracy'][k]['accuracy']})" for k, v in acc.items()))
-    if "looked_or_guessed" in result:
-        print(json.dumps(result["looked_or_guessed"]))
+    if "looked_or_guessed" in result and not args.json:
+        from ..analysis.pixel_faithfulness import SEEN
+        block = result["looked_or_guessed"]
+        print(f"guessed {block['guessed']:.1%} of the answers (accuracy {block['accuracy_guessed']} guessed, "
+              f"{block['accuracy_seen']} looked)" + (f"; the blind model says the same for {block['same_as_blind']:.1%}"
+                                                      if "same_as_blind" in block else ""))
+        worst = [r for r in result["answers"] if r["said"] != r["answer"] and r["dependence"] < SEEN]
+        print(f"wrong and guessed ({len(worst)}), the first 10:")
+        for r in worst[:10]:
+            print(f"  {r['photo']}: {r['question']} -> {r['said']} (captions: {r['answer']}; {r['dependence']:.2f} nats)")
     return 0
 
 

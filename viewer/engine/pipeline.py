@@ -189,12 +189,13 @@ class Captioner:
         return vocab.encode(caption) + [vocab.end]
 
     def force(self, photos: list[Photo], model: str, captions: list[str | list[int]], seed: int = 0,
-              hidden: list[list[int]] | None = None) -> list[AttentionTrace]:
+              hidden: list[list[int]] | None = None, questions: list[str] | None = None) -> list[AttentionTrace]:
         """Score given captions with teacher forcing; the attention each model gives those exact words.
-        A caption is text, or token ids ending with <end> (a trace's own `token_ids`: forced as they are)."""
+        A caption is text, or token ids ending with <end> (a trace's own `token_ids`: forced as they are);
+        with `questions`, a question answering model's answers to them."""
         ids = [c if not isinstance(c, str) else self.forced_ids(model, c) for c in captions]
         settings = DecodeSettings(strategy="forced", seed=seed)
-        traces = [hs[0] for hs in self.caption(photos, model, settings, ids, hidden)]
+        traces = [hs[0] for hs in self.caption(photos, model, settings, ids, hidden, questions=questions)]
         for trace, c in zip(traces, captions):
             if isinstance(c, str):
                 typed_words(trace, c)
