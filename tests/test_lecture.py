@@ -48,6 +48,7 @@ def lecture_server(tiny_checkpoints):
 
 
 FONT = "parseFloat(getComputedStyle(document.querySelector('#caption .token')).fontSize)"
+QUESTION_FONT = "parseFloat(getComputedStyle(document.querySelector('#question textarea')).fontSize)"
 LECTURE = "() => document.body.classList.contains('lecture')"
 # the selected word: amber (the other labels, guessed / said not seen, have their own colours)
 SELECTED = "() => [...document.querySelectorAll('#caption .token')].findIndex(t => t.classList.contains('av-selected'))"
@@ -104,8 +105,10 @@ def test_lecture_mode_in_a_browser(size, request, tmp_path):
         expect(page.get_by_text("Diagnose: grounding")).to_be_hidden()
         for elem_id in ("inputs", "panel", "strip", "export-gif", "beams"):
             expect(page.locator(f"#{elem_id}")).to_be_hidden()
-        for elem_id in ("caption", "view", "play", "speed", "lecture"):
+        for elem_id in ("caption", "view", "play", "speed", "lecture", "question", "ask"):
             expect(page.locator(f"#{elem_id}")).to_be_visible()
+        expect(page.locator("#ask-examples")).to_be_hidden()         # a typed question, in big type
+        assert page.evaluate(f"() => {QUESTION_FONT}") >= 24
         page.screenshot(path=str(tmp_path / f"lecture-{width}x{height}.png"))
         if os.environ.get("LECTURE_SCREENSHOTS"):
             page.screenshot(path=os.path.join(os.environ["LECTURE_SCREENSHOTS"], f"lecture-{width}x{height}.png"))
@@ -136,4 +139,6 @@ def test_lecture_mode_in_a_browser(size, request, tmp_path):
         expect(page.locator("#inputs")).to_be_visible()
         expect(page.locator("#panel")).to_be_visible()
         page.wait_for_function(f"() => {FONT} < 48")
+        assert page.evaluate(f"() => {QUESTION_FONT}") < 24
+        expect(page.locator("#ask-examples")).to_be_visible()
         browser.close()

@@ -13,7 +13,8 @@ from __future__ import annotations
 import sys
 
 # The commands of `python -m viewer` (viewer/__main__.py; tests/test_packaging.py keeps the two in step).
-SUBCOMMANDS = ("caption", "models", "train", "average", "evaluate", "triage", "bench", "import", "merge")
+SUBCOMMANDS = ("caption", "ask", "models", "train", "average", "evaluate", "triage", "bench", "import", "merge",
+               "qa-data")
 GLOBAL_OPTIONS = ("--device", "--checkpoints")   # `python -m viewer --device cpu caption ...`
 
 

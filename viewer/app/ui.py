@@ -29,8 +29,13 @@ from . import session as S
 from .page_view import AttentionView
 
 log = logging.getLogger("viewer.app")
-EXAMPLE_QUESTIONS = [["what colour is the cup?"], ["what is the man riding?"], ["where is the dog running?"],
-                     ["how many people are sitting?"], ["what colour is the motorcycle?"]]
+EXAMPLE_QUESTIONS = {   # a few per example photo, of the kinds the answerers were trained on (data/questions.py)
+    "coffee.jpg": ["what colour is the cup?", "where is the cup?"],
+    "motorcycle.jpg": ["what colour is the motorcycle?", "where is the motorcycle?"],
+    "chelsea.jpg": ["what colour is the cat?", "what is the cat looking at?"],
+    "astronaut.jpg": ["what colour is the woman's suit?", "what is the woman holding?"],
+    "grace_hopper.jpg": ["what colour is the woman's hat?", "what is the woman wearing?"],
+    "rocket.jpg": ["where is the rocket?", "how many rockets are there?"]}
 DEFAULT_ORDER = ["sat-soft", "sat-hard", "updown", "transformer"]
 HIDDEN = ["lecture-hide"]   # folded away in lecture mode
 METHODS_MODE = "Methods: Explore's model and caption, one column per map"
@@ -464,8 +469,11 @@ def _explore_stage(c, studio: S.Studio, models: list[str], lecture: bool):
         c.answer_model = gr.Dropdown(answerers, value=answerers[0] if answerers else None, label="Answered by",
                                      elem_id="answer-model", scale=1, min_width=140)
         c.ask = gr.Button("Ask", elem_id="ask", scale=0, min_width=80)
-    if answerers:   # questions of the kinds the models were trained on (data/questions.py), for a lecture
-        gr.Examples(EXAMPLE_QUESTIONS, inputs=c.question, label="Questions to try")
+    if answerers:   # a click sets the photo and its question (folded away in lecture mode: type there)
+        pairs = [(photo, q) for photo, qs in EXAMPLE_QUESTIONS.items() for q in qs]
+        gr.Examples([[os.path.join(ASSETS, photo), q] for photo, q in pairs], inputs=[c.photo, c.question],
+                    example_labels=[f"{photo.removesuffix('.jpg')}: {q}" for photo, q in pairs],
+                    label="Questions to try, with their photo", elem_id="ask-examples", examples_per_page=6)
     c.view = AttentionView(studio.view_photo, elem_id="view")   # drawn in the page (page_view.js) from the trace
     c.photo_key = gr.Textbox(visible=False)   # the chosen photo's name for the page (prepare_photo, PHOTO_JS)
     with gr.Row(elem_id="controls", equal_height=True):

@@ -50,7 +50,7 @@ def run(args) -> int:
         size = len(meta["vocab"]) if "vocab" in meta else meta.get("vocab_size")   # hf: folders: config.json's
         if args.json:
             where = os.path.relpath(path.removeprefix(checkpoints.HF_PREFIX))
-            print(json.dumps({"name": name, "type": meta["model_type"], "path": where, "vocabulary": size, "dev": dev, "dev_settings": meta.get("dev_settings"),
+            print(json.dumps({"name": name, "type": meta["model_type"], "task": meta.get("task", "caption"), "path": where, "vocabulary": size, "dev": dev, "dev_settings": meta.get("dev_settings"),
                               "trained": meta.get("training", {}).get("epochs"), "date": meta.get("date")}))
             continue
         if meta.get("task") == "answer":
