@@ -69,6 +69,17 @@ def test_asking_in_the_browser_draws_the_answer(server):
         expect(page.locator("#panel .step-facts")).to_contain_text("at step 1")
         page.wait_for_function("() => { const c = document.querySelector('#view canvas');"
                                " return c && c.dataset.shown && c.dataset.shown.length > 0; }")
+        # Compare: a caption word beside the answer to a question about it, both drawn in the page
+        page.get_by_role("tab", name="Compare").click()
+        page.locator("#cmp-mode").get_by_text("beside a question's answer").click()
+        page.locator("#cmp-question textarea").fill("what is on the table?")
+        page.locator("#cmp-run").click()
+        expect(page.locator("#cmp-caption-1")).to_contain_text("what is on the table? →", timeout=90_000)
+        expect(page.locator("#cmp-caption-1")).to_contain_text("vqa-regions")
+        expect(page.locator("#cmp-caption-0")).not_to_contain_text("→")       # the caption, first
+        assert page.locator("#cmp-caption-2").inner_text().strip() == ""   # two views: the third is left empty
+        page.wait_for_function("() => [...document.querySelectorAll('[id^=cmp-view] canvas')]"
+                               ".filter((c) => c.dataset.shown).length === 2")
         browser.close()
 
 
@@ -121,3 +132,37 @@ def test_boxes_score_an_answer_map_and_refuse_the_wrong_kind_of_model(tmp_path, 
     path.write_text(json.dumps({photo: {"question": QUESTION, "boxes": {"white": [1, 1, 5, 5]}}}))
     with pytest.raises(BoxFileError, match='missing "answer"'):
         load_box_file(str(path))
+
+
+def test_triage_lists_the_wrong_and_the_guessed_answers(tiny_checkpoints, tiny_data, tmp_path):
+    """triage --questions: every listed answer is wrong or guessed, wrong ones first, and the right
+    answers seen on the photo are left out; the CSV and the page say so."""
+    import csv
+    import json
+    from conftest import CAPTIONS, tiny_questions
+    from test_cli import run
+    from viewer.analysis.pixel_faithfulness import SEEN
+    from viewer.data import questions as qa
+    dev = [os.path.join(tiny_data, "images", n) for n in CAPTIONS]
+    items = tiny_questions(dev)
+    assert items
+    wrong = qa.Question(dev[0], "object", items[0].question, "no-such-answer", 2)   # no model says it
+    path = str(tmp_path / "questions.json")
+    qa.write(path, {"train": items, "dev-report": items + [wrong]}, tiny_data)
+    out_dir = str(tmp_path / "triage")
+    code, out, err = run("--checkpoints", tiny_checkpoints, "triage", "--model", "vqa-regions", "--data", tiny_data,
+                         "--questions", path, "--out", out_dir, timeout=600)
+    assert code == 0, err
+    summary = json.loads(out)
+    with open(os.path.join(out_dir, "results.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert summary["questions"] == len(items) + 1 and summary["listed"] == len(rows) >= 1
+    right = [r["right"] == "True" for r in rows]
+    assert right == sorted(right)                                  # the wrong ones first
+    assert all(not ok or float(r["seen"]) < SEEN for ok, r in zip(right, rows))   # right ones only when guessed
+    assert any(r["question"] == wrong.question and r["answer"] == "no-such-answer" for r in rows)
+    page = open(os.path.join(out_dir, "report.html"), encoding="utf-8").read()
+    assert "answers, worst answer" in page and wrong.question in page
+    code, out, err = run("--checkpoints", tiny_checkpoints, "triage", "--model", "updown", "--data", tiny_data,
+                         "--questions", path, "--out", out_dir)
+    assert code == 2 and "question answering model" in err and "Traceback" not in err

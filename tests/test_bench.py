@@ -19,7 +19,11 @@ def test_unbatched_reference_finds_the_same_best_caption(captioner, photo):
 
 def test_bench_reports_every_stage(tiny_checkpoints):
     photos = [os.path.join(ASSETS, n) for n in ("coffee.jpg", "chelsea.jpg")]
-    result = bench.run(["sat-hard", "updown"], photos, "cpu", repeats=1, checkpoint_dir=tiny_checkpoints)
+    result = bench.run(["sat-hard", "updown"], photos, "cpu", repeats=1, checkpoint_dir=tiny_checkpoints,
+                       answerers=["vqa-regions"])
+    asked = result["models"].pop("vqa-regions")["ask_prepared"]   # one question per photo, timed
+    assert 0 < asked["median_ms"] <= asked["p95_ms"]
+    assert "ask -> answer" in bench.table({**result, "models": {"vqa-regions": {"ask_prepared": asked}}})
     for name, r in result["models"].items():
         stages = r["end_to_end"]
         assert set(stages) == {"preprocess", "encoder", "detector", "decode", "trace", "total"}

@@ -595,3 +595,131 @@ def test_a_multi_token_words_dependence_and_deletion_are_over_all_its_tokens(tmp
     assert abs(found[word.start] - per_token[word.start]) > 1e-4   # not the first token's alone
     curves = deletion(pipe, {"uniform": np.full((pipe.steps, 14, 14), 1 / 196)}, steps=[word.start])
     assert curves.base[word.start] == pytest.approx(pipe.base()[word.start:word.stop].sum().item(), abs=1e-5)
+
+
+# --- Ask the photo through an hf: BlipForQuestionAnswering (issue 48) -------------------------------
+
+def write_tiny_blip_vqa(folder, seed: int = 0, tokenizer=None) -> str:
+    """A random BlipForQuestionAnswering: a ViT-style vision model, a BERT-style question encoder that
+    cross-attends to it and an answer decoder that cross-attends to the question (one width, as BLIP's)."""
+    torch.manual_seed(seed)
+    tokenizer = tokenizer or blip_tokenizer()
+    text = transformers.BlipTextConfig(vocab_size=len(tokenizer), hidden_size=32, encoder_hidden_size=32,
+                                       intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                       max_position_embeddings=64, bos_token_id=tokenizer.bos_token_id,
+                                       sep_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id,
+                                       eos_token_id=tokenizer.sep_token_id, initializer_range=0.3)
+    vision = transformers.BlipVisionConfig(hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+                                           num_attention_heads=2, image_size=SIDE * PATCH, patch_size=PATCH,
+                                           initializer_range=0.3)   # (its default, 1e-10, makes every patch alike)
+    config = transformers.BlipConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=16)
+    transformers.BlipForQuestionAnswering(config).eval().save_pretrained(str(folder), safe_serialization=True)
+    tokenizer.save_pretrained(str(folder))
+    transformers.BlipImageProcessor(size={"height": SIDE * PATCH, "width": SIDE * PATCH}).save_pretrained(str(folder))
+    return str(folder)
+
+
+def blip_tokenizer(subwords: bool = False):
+    """BLIP's kind of tokenizer ([CLS] question [SEP]): word-level on BLIP_WORDS, or a WordPiece learnt
+    on a few captions (unseen words split into ##pieces)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[DEC]"]
+    if subwords:
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        tok.train_from_iterator(["a cup of coffee on the table", "what colour is the cup", "a cat sits on the mat"] * 5,
+                                trainers.WordPieceTrainer(vocab_size=60, special_tokens=specials, show_progress=False))
+    else:
+        tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(BLIP_WORDS)}, unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[
+        ("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                                cls_token="[CLS]", sep_token="[SEP]", bos_token="[DEC]")
+
+
+@pytest.mark.parametrize("subwords", [False, True], ids=["words", "wordpiece"])
+def test_blip_answers_as_its_own_generate_with_the_map_carried_through_the_question(tmp_path, subwords):
+    """Our greedy answer is BlipForQuestionAnswering.generate's, token for token, for questions of
+    different lengths in one batch (padding unread); each step's map is the decoder's attention over the question
+    carried to the photo by the question's cross-attention (from the model's own forward pass);
+    hidden patches are unread; the trace keeps its question."""
+    from viewer.engine import checkpoints
+    from viewer.engine.images import load_photo
+    from viewer.engine.pipeline import Captioner, question_ids
+    tokenizer = blip_tokenizer(subwords)
+    questions = ["what colour is the cup", "what is on the table with the red cup"]
+    for seed in range(20):   # a random model whose answers are a few tokens long (else the check is vacuous)
+        folder = write_tiny_blip_vqa(tmp_path / f"vqa{seed}", seed, tokenizer)
+        lm = checkpoints.load("hf:" + folder)
+        reference = transformers.BlipForQuestionAnswering.from_pretrained(folder, attn_implementation="eager").eval()
+        px = pixels(lm, seed)
+        feats, mask = inputs(lm, px)
+        prompt = question_ids(lm, questions, "cpu")
+        hyps = decode(lm.model, feats, mask, DecodeSettings(strategy="greedy", max_len=8), lm.vocab, prompt=prompt)
+        expected = []   # one question at a time (its generate lets the answer read a batch's padding)
+        for i, question in enumerate(questions):
+            with torch.no_grad():
+                out = reference.generate(input_ids=tokenizer([question], return_tensors="pt")["input_ids"],
+                                         pixel_values=px[i:i + 1], do_sample=False, num_beams=1, max_new_tokens=8)
+            row = out[0, 1:].tolist()
+            expected.append(row[: row.index(3) + 1] if 3 in row else row)   # to [SEP], the end
+        assert [h[0].tokens for h in hyps] == expected
+        if min(map(len, expected)) > 2:
+            break
+    assert min(map(len, expected)) > 2, "no seed gave answers of several tokens"
+    assert lm.model.answers and checkpoints.read_meta("hf:" + folder)["task"] == "answer"
+    assert prompt[0, 0] == tokenizer.cls_token_id and bool((prompt == 0).any())   # [CLS] first; one row padded
+    # the map, from the model's own forward pass on the padded question alone (unpadded): the
+    # decoder's attention over the question, carried to the photo by the question's cross-attention
+    caption, n = hyps[0][0].tokens, int((prompt[0] != 0).sum())
+    with torch.no_grad():
+        image = reference.vision_model(pixel_values=px[:1]).last_hidden_state
+        q = reference.text_encoder(input_ids=prompt[:1, :n], encoder_hidden_states=image, output_attentions=True)
+        dec = reference.text_decoder(input_ids=torch.tensor([[tokenizer.bos_token_id] + caption[:-1]]),
+                                     encoder_hidden_states=q.last_hidden_state, output_attentions=True)
+    reads = torch.stack(q.cross_attentions, 1)[0]                              # (layers, heads, L, 1 + K)
+    over_question = torch.stack(dec.cross_attentions, 1)[0, -1].mean(0)        # (T, L): the last layer's head mean
+    forced = decode(lm.model, feats, mask, DecodeSettings(strategy="forced"), lm.vocab, [caption, caption],
+                    prompt=prompt)[0][0]
+    for t in range(len(caption)):
+        photo = torch.einsum("q,lhqk->lhk", over_question[t], reads)
+        assert torch.allclose(forced.heads[t], photo[..., 1:], atol=1e-5)
+        summary = photo[-1].mean(0)
+        assert torch.allclose(forced.attention[t], summary[1:] / summary[1:].sum(), atol=1e-5)
+        assert abs(float(forced.attention[t].sum()) - 1) < 1e-5
+    want = torch.log_softmax(dec.logits[0].float(), -1)[torch.arange(len(caption)), torch.tensor(caption)]
+    assert torch.allclose(torch.tensor(forced.logprobs), want, atol=1e-5)
+    # hidden patches: unread by the question, so features there change nothing
+    hidden = mask.clone()
+    hidden[:, [1, 6]] = False
+    changed = feats.clone()
+    changed[:, [1, 6], :32] = torch.randn_like(changed[:, [1, 6], :32]) * 10
+    a, b = (decode(lm.model, f, hidden, DecodeSettings(strategy="forced"), lm.vocab, [caption, caption], prompt=prompt)
+            for f in (feats, changed))
+    assert torch.allclose(torch.tensor(a[0][0].logprobs), torch.tensor(b[0][0].logprobs), atol=1e-6)
+    assert float(a[0][0].heads[..., [1, 6]].abs().max()) == 0.0
+    # through the pipeline: the trace says its question; steering is refused in one sentence
+    trace = Captioner(device="cpu").ask([load_photo(COFFEE)], "hf:" + folder, [questions[0]])[0]
+    from viewer.engine.pipeline import ANSWER_TOKENS
+    from viewer.engine.trace import AttentionTrace
+    assert trace.question == questions[0] and 1 <= len(trace.steps) <= ANSWER_TOKENS
+    assert AttentionTrace.from_json(trace.to_json()).question == questions[0]
+    with pytest.raises(ValueError, match="cannot be steered"):
+        decode(lm.model, feats[:1], mask[:1], DecodeSettings(strategy="greedy", max_len=3), lm.vocab,
+               prompt=prompt[:1], steer=(0, torch.full((1, SIDE * SIDE), 1 / SIDE ** 2)))
+
+
+def test_a_blip_answerer_is_listed_as_one_and_a_missing_part_is_refused(tmp_path):
+    """checkpoints/ lists an hf: BLIP question answering folder among the answerers, not the
+    captioners; its folder without the question encoder's weights is refused by name."""
+    from safetensors.torch import load_file, save_file
+    from viewer.engine.checkpoints import available, load
+    folder = write_tiny_blip_vqa(tmp_path / "blip-vqa")
+    assert available(str(tmp_path), task="answer") == {"hf:blip-vqa": "hf:" + folder}
+    assert available(str(tmp_path), task="caption") == {}
+    weights = os.path.join(folder, "model.safetensors")
+    tensors = load_file(weights)
+    save_file({k: v for k, v in tensors.items() if not k.startswith("text_encoder.")}, weights, metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match="do not cover the model.*text_encoder"):
+        load("hf:" + folder)

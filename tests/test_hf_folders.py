@@ -19,7 +19,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from test_hf import COFFEE, ROOT, write_tiny, write_tiny_blip, write_tiny_pair  # noqa: E402
-from test_words import flickr_bpe  # noqa: E402
+from test_words import caption_bpe  # noqa: E402
 from viewer.engine.checkpoints import CheckpointError  # noqa: E402
 from viewer.engine.images import load_photo  # noqa: E402
 from viewer.engine.models.hf import load_folder  # noqa: E402
@@ -44,7 +44,7 @@ def as_published(folder: str) -> None:
 
 
 def test_a_pytorch_model_bin_folder_with_vocab_and_merges_opens_and_gives_the_same_numbers(tmp_path):
-    folder = write_tiny(tmp_path / "m", tokenizer=flickr_bpe())
+    folder = write_tiny(tmp_path / "m", tokenizer=caption_bpe())
     before = forced_logprobs(folder)
     as_published(folder)
     assert {"pytorch_model.bin", "vocab.json", "merges.txt"} <= set(os.listdir(folder))

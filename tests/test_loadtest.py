@@ -20,21 +20,21 @@ def test_browser_bench_records_caption_and_stepping(server):
     from viewer.measure.browserbench import run_browser_bench, table
     url, _ = server
     result = run_browser_bench(url, models=["sat-soft"], n_photos=1, clicks=1, arrows=1, ticks=1, timeout_s=20,
-                               caption_timeout_s=120, explain="gradcam", pair=True)
+                               caption_timeout_s=120, explain="gradcam", pair=True, ask=True)
     assert result["errors"] == []
     assert set(result["models"]) == {"sat-soft"} and "excluded" in result["note"]
     r = result["models"]["sat-soft"]
     assert r["warmup_ms"] > 0
     for key in ("caption_to_first_overlay", "stepping", "restyle", "hover", "hover_tinted", "explain_to_first_view",
-                "explain_stepping"):
+                "explain_stepping", "ask_to_map"):
         stats = r[key]
         assert set(stats) >= {"n", "p50_ms", "p90_ms", "unchanged", "timeout"}
         assert stats["n"] >= 1 and 0 < stats["p50_ms"] <= stats["p90_ms"]
     shown = [s for s in r["samples"] if s["outcome"] == "shown"]
-    assert {s["kind"] for s in shown} >= {"caption", "click", "restyle", "hover", "explain", "explain-click"}
+    assert {s["kind"] for s in shown} >= {"caption", "click", "restyle", "hover", "explain", "explain-click", "ask"}
     assert r["hover"]["unchanged"] == 0   # every place hovered on the photo tinted the words
     assert all(s["ms"] > 0 and s["photo"] == "astronaut.jpg" for s in shown)
-    assert "sat-soft" in table(result) and "explain (gradcam)" in table(result)
+    assert "sat-soft" in table(result) and "explain (gradcam)" in table(result) and "Ask -> the answer's map" in table(result)
     pair = result["two_browsers"]   # one browser steps while the other captions
     assert pair["model"] == "sat-soft" and pair["a_alone"]["n"] == 10 and "two browsers" in table(result)
     assert pair["a_alone"]["timeout"] == 0 and pair["a_while_b_captions"]["timeout"] == 0

@@ -1,6 +1,6 @@
-"""The word layer (engine/words.py) with REAL sub-word tokenizers trained here, offline, on the
-Flickr8k captions: a byte-level BPE (GPT-2's kind, 'Ġ' starts a word) behind a tiny ViT + GPT-2,
-and a WordPiece vocabulary (BERT's kind, '##' continues a word) behind a tiny BLIP. Both split
+"""The word layer (engine/words.py) with REAL sub-word tokenizers trained here, offline, on
+Flickr8k-style captions kept with the tests (CORPUS, so they run on every clone): a byte-level
+BPE (GPT-2's kind, 'Ġ' starts a word) behind a tiny ViT + GPT-2, and a WordPiece vocabulary (BERT's kind, '##' continues a word) behind a tiny BLIP. Both split
 "bicycle" and "porch" into several tokens.
 
 Every word-level result must equal what the same words give with a one-step-per-word model: here
@@ -17,39 +17,62 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from conftest import CAPTIONS  # noqa: E402
 from test_hf import COFFEE, write_tiny, write_tiny_blip  # noqa: E402
 from viewer.engine.images import load_photo  # noqa: E402
 from viewer.engine.pipeline import Captioner  # noqa: E402
 from viewer.engine.trace import AttentionTrace, TraceStep  # noqa: E402
 from viewer.engine.vocab import tokenize  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FLICKR = os.path.join(ROOT, "..", "shared", "data", "flickr8k", "captions.txt")
 CAPTION = "a dog sits on a porch next to a red bicycle"
+# Flickr8k-style captions the tokenizers learn from, here with the tests so they run on any clone.
+# "porch" and "bicycle" are rare in them, so both tokenizers split those words into pieces.
+CORPUS = [c for caps in CAPTIONS.values() for c in caps] + """\
+a black dog is running after a white dog in the snow
+a dog runs on the beach next to the water
+two dogs are playing in the grass
+a brown dog is jumping to catch a ball
+a little girl in a pink dress is climbing up a set of stairs
+a man in a red shirt is riding a bike down a dirt road
+a man sits on a bench in front of a red building
+a woman is walking her dog on the street
+a group of people are standing in front of a large building
+a boy in a blue shirt is jumping into a swimming pool
+two children are sitting on a bench in the park
+a man is riding a surfboard on a wave
+a young boy is playing soccer on a field of grass
+a girl with a red hat is smiling at the camera
+a white dog is running through the water
+a man in a black jacket is standing on the sidewalk
+a woman in a white dress is sitting on the grass
+a dog is carrying a stick in its mouth
+people are walking down a busy city street
+a child is sliding down a red slide
+a man on a bicycle rides past a house with a porch
+the black dog sits next to the brown dog on the grass
+a man's hand holds a light-colored ball
+a tri-colored dog plays with a girl's toy on a snow-covered hill""".splitlines()
 
 
-def flickr_lines() -> list[str]:
-    if not os.path.exists(FLICKR):
-        pytest.skip("the Flickr8k captions (../shared/data/flickr8k) are not here")
-    with open(FLICKR, encoding="utf-8") as f:
-        return [line.split("\t", 1)[1].strip().lower() for line in f if "\t" in line]
+def caption_lines() -> list[str]:
+    return [c.lower() for c in CORPUS]
 
 
-def flickr_bpe():
-    """A byte-level BPE of 400 tokens learnt on the Flickr8k captions."""
+def caption_bpe():
+    """A byte-level BPE of 400 tokens learnt on CORPUS."""
     from tokenizers import ByteLevelBPETokenizer
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(flickr_lines(), vocab_size=400, min_frequency=2, special_tokens=["<|endoftext|>"],
+    bpe.train_from_iterator(caption_lines(), vocab_size=400, min_frequency=2, special_tokens=["<|endoftext|>"],
                             show_progress=False)
     return transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>",
                                                 eos_token="<|endoftext|>")
 
 
-def flickr_wordpiece():
-    """A WordPiece vocabulary of 400 learnt on the Flickr8k captions, with BLIP's [DEC] start token."""
+def caption_wordpiece():
+    """A WordPiece vocabulary of 400 learnt on CORPUS, with BLIP's [DEC] start token."""
     from tokenizers import BertWordPieceTokenizer
     wp = BertWordPieceTokenizer(lowercase=True)
-    wp.train_from_iterator(flickr_lines(), vocab_size=400, min_frequency=2, show_progress=False,
+    wp.train_from_iterator(caption_lines(), vocab_size=400, min_frequency=2, show_progress=False,
                            special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[DEC]"])
     return transformers.PreTrainedTokenizerFast(tokenizer_object=wp._tokenizer, unk_token="[UNK]", pad_token="[PAD]",
                                                 cls_token="[CLS]", sep_token="[SEP]", bos_token="[DEC]",
@@ -61,9 +84,9 @@ def subword(request, tmp_path_factory):
     """(captioner, model name, photo, the forced trace of CAPTION) for each sub-word model."""
     folder = tmp_path_factory.mktemp(request.param)
     if request.param == "bpe-gpt2":
-        write_tiny(folder, tokenizer=flickr_bpe())
+        write_tiny(folder, tokenizer=caption_bpe())
     else:
-        write_tiny_blip(folder, tokenizer=flickr_wordpiece())
+        write_tiny_blip(folder, tokenizer=caption_wordpiece())
     cap, model, photo = Captioner(device="cpu"), "hf:" + str(folder), load_photo(COFFEE)
     return cap, model, photo, cap.force([photo], model, [CAPTION])[0]
 

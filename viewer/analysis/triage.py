@@ -102,6 +102,41 @@ def _looked_vs_used(captioner, photo, model: str, trace) -> dict:
             "said_not_seen": " ".join(said_not_seen(words, dependence))}
 
 
+def triage_answers(captioner, model: str, items: list, log=print) -> list[dict]:
+    """The answers worth a look, worst first: the wrong ones, then those right but guessed (visual
+    dependence under SEEN nats, `answers.looked_or_guessed`), each least seen first; one row per
+    question, drawn as a caption's row is (its caption: the question and the answer said)."""
+    from .answers import looked_or_guessed
+    from .pixel_faithfulness import SEEN
+    rows_of: dict[str, list[int]] = {}
+    for i, q in enumerate(items):
+        rows_of.setdefault(q.photo, []).append(i)
+    traces: dict[int, AttentionTrace] = {}
+    for n, (path, rows) in enumerate(rows_of.items()):
+        photo = load_photo(path)
+        for i, trace in zip(rows, captioner.ask([photo] * len(rows), model, [items[i].question for i in rows])):
+            traces[i] = trace
+        if (n + 1) % 50 == 0:
+            log(f"triage: answered the questions of {n + 1} of {len(rows_of)} photos")
+    said = [traces[i].caption for i in range(len(items))]
+    dependence = looked_or_guessed(captioner, model, items, said, log)
+    listed = [i for i in range(len(items)) if said[i] != items[i].answer or dependence[i] < SEEN]
+    listed.sort(key=lambda i: (said[i] == items[i].answer, dependence[i]))
+    out, thumbs = [], {}
+    for i in listed:
+        q, trace = items[i], traces[i]
+        if q.photo not in thumbs:
+            rgb = load_photo(q.photo).rgb
+            thumbs[q.photo] = (rgb, _data_uri(rgb, 160))
+        rgb, thumb = thumbs[q.photo]
+        out.append({"image": q.photo, "question": q.question, "caption": f"{q.question} -> {said[i]} (the captions: {q.answer})",
+                    "answer": q.answer, "right": said[i] == q.answer, "references": [f"answer from the captions: {q.answer}"],
+                    "confidence": round(trace.steps[0].logprob, 4), "seen": dependence[i],
+                    "said_not_seen": said[i] if dependence[i] < SEEN else "", "trace": trace.to_json(),
+                    "thumb": thumb, "strip": _data_uri(render_strip(rgb, trace, tile=160, per_row=1), 320)})
+    return out
+
+
 def rank(rows: list[dict], by: str = "score") -> list[dict]:
     """Worst first: lowest CIDEr, least grounded, least confident, or an object least seen; failed photos last."""
     key = SORT_KEYS[by]
@@ -116,10 +151,10 @@ def _data_uri(rgb: np.ndarray, max_side: int) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def write_report(rows: list[dict], out_dir: str, model: str, sort: str) -> dict[str, str]:
-    """report.html (self-contained), results.csv and traces.jsonl in out_dir."""
+def write_report(rows: list[dict], out_dir: str, model: str, sort: str, what: str = "photos") -> dict[str, str]:
+    """report.html (self-contained), results.csv and traces.jsonl in out_dir (`what` the rows are)."""
     os.makedirs(out_dir, exist_ok=True)
-    fields = ["rank", "model", "image", "caption", "CIDEr", "BLEU-4", "METEOR", "grounding", "confidence", "seen",
+    fields = ["rank", "model", "image", "question", "answer", "right", "caption", "CIDEr", "BLEU-4", "METEOR", "grounding", "confidence", "seen",
               "said_not_seen", "not_detected",
               "static_attention", "error"]
     paths = {k: os.path.join(out_dir, n) for k, n in
@@ -139,7 +174,7 @@ def write_report(rows: list[dict], out_dir: str, model: str, sort: str) -> dict[
         if r.get("error"):
             cards.append(f'<tr><td>{n}</td><td colspan="3">{esc(r["image"])}: {esc(r["error"])}</td></tr>')
             continue
-        facts = " &middot; ".join(f"{k} {r[k]}" for k in ("CIDEr", "BLEU-4", "METEOR", "grounding", "confidence")
+        facts = " &middot; ".join(f"{k} {r[k]}" for k in ("CIDEr", "BLEU-4", "METEOR", "grounding", "confidence", "seen")
                                   if r.get(k) is not None)
         refs = "".join(f"<li>{esc(c)}</li>" for c in r.get("references", []))
         cards.append(
@@ -151,7 +186,7 @@ def write_report(rows: list[dict], out_dir: str, model: str, sort: str) -> dict[
 <style>body{{font-family:sans-serif;margin:1.5rem}} td{{vertical-align:top;padding:6px;border-bottom:1px solid #ddd}}
 .cap{{font-size:1.2rem;font-weight:600}} .facts{{color:#444;margin:.3rem 0}} .file{{color:#888;font-size:.8rem}}
 ul{{margin:.3rem 0;color:#333}}</style></head><body>
-<h1>Triage of {html.escape(model)}: {len(rows)} photos, worst {html.escape(sort)} first</h1>
+<h1>Triage of {html.escape(model)}: {len(rows)} {html.escape(what)}, worst {html.escape(sort)} first</h1>
 <table><tr><th>#</th><th>photo</th><th>caption, scores, references</th><th>every word</th></tr>
 {''.join(cards)}</table></body></html>"""
     with open(paths["html"], "w", encoding="utf-8") as f:

@@ -44,7 +44,8 @@ def compare_line(trace: AttentionTrace, step: int) -> str:
     word `step` (0-based) in bold."""
     chosen = trace.word_at(step)
     words = [f"**[{w.text}]**" if w == chosen else w.text for w in trace.word_spans]
-    return f"**{trace.model}** (log p {sum(s.logprob for s in trace.steps):.2f}): " + " ".join(words)
+    asked = f"{trace.question} → " if trace.question else ""   # an answer: its question first
+    return f"**{trace.model}** (log p {sum(s.logprob for s in trace.steps):.2f}): {asked}" + " ".join(words)
 
 
 def step_label(trace: AttentionTrace, t: int) -> str:

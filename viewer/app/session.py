@@ -30,7 +30,7 @@ from ..analysis.evaluate import caption_scores
 from ..analysis.triage import list_runs, read_run
 from ..engine.images import AttendsTo, ImageError, Photo, cell_boxes, load_photo
 from ..paths import TRIAGE_DIR
-from ..engine.pipeline import Captioner, photo_key
+from ..engine.pipeline import ANSWER_TOKENS, Captioner, photo_key
 from ..engine.render import (paper_operator, render_cells, render_figure, render_gif, render_heads, render_step, render_strip)
 from ..engine.trace import AttentionTrace
 from ..engine.vision.boxes import CONTEXT
@@ -288,7 +288,7 @@ class Studio:
         <end>): its map is the one the answer was read from, its next words the other answers."""
         opened = self.open_photo(photo_source) if not isinstance(photo_source, Photo) else None
         photo = photo_source if opened is None else opened.photo
-        settings = DecodeSettings(strategy="greedy", max_len=2)
+        settings = DecodeSettings(strategy="greedy", max_len=ANSWER_TOKENS)
         return Exploration(photo, model, settings, self.decode(photo, model, settings, question=question),
                            **({} if opened is None else {"display": opened.display, "display_key": opened.key}))
 

@@ -39,6 +39,7 @@ EXAMPLE_QUESTIONS = {   # a few per example photo, of the kinds the answerers we
 DEFAULT_ORDER = ["sat-soft", "sat-hard", "updown", "transformer"]
 HIDDEN = ["lecture-hide"]   # folded away in lecture mode
 METHODS_MODE = "Methods: Explore's model and caption, one column per map"
+QUESTION_MODE = "A caption word beside a question's answer"
 STEER, HIDE = "Steer: make the selected word look there", "Hide that place from the model"
 
 
@@ -287,8 +288,11 @@ class Handlers:
         if row is None or not os.path.isfile(row["image"]):
             raise gr.Error("That photo is not on this machine any more.")
         models_now = self.studio.models()
+        if row.get("question"):   # an answer's row (triage --questions): the photo captioned, its question ready to ask
+            return row["image"], gr.Dropdown(), gr.Tabs(selected="explore"), row["question"], \
+                gr.Dropdown(value=row["model"]) if row["model"] in self.studio.models("answer") else gr.Dropdown()
         return row["image"], gr.Dropdown(value=row["model"] if row["model"] in models_now else None), \
-            gr.Tabs(selected="explore")
+            gr.Tabs(selected="explore"), gr.Textbox(), gr.Dropdown()
 
     @friendly
     def score(self, ex, text):
@@ -338,9 +342,19 @@ class Handlers:
         return page, gr.Image(value=self.studio.view(one, _style(*style), result.step), visible=True)
 
     @friendly
-    def compare(self, ex, names, mode, text, *style, progress=gr.Progress()):
+    def compare(self, ex, names, mode, text, question, answer_model, *style, progress=gr.Progress()):
         if ex is None:
             raise gr.Error("Caption a photo in Explore first; Compare uses the same photo.")
+        if mode == QUESTION_MODE:   # Explore's caption, then the answer read from the same photo
+            if not answer_model:
+                raise gr.Error("No question answering model is available: see checkpoints/README.md.")
+            if not (question or "").strip():
+                raise gr.Error("Type a question about a word of the caption, e.g. \"what is running?\" for \"dog\".")
+            progress(0.1, desc=f"{answer_model} is reading the question")
+            caption = ex.trace if not ex.trace.question else \
+                self.studio.decode(ex.photo, (names or self.models)[0], DecodeSettings())[0]   # Explore answered last
+            traces = [caption, self.studio.ask(ex.photo, answer_model, question.strip()).trace]
+            return traces, gr.Slider(minimum=1, maximum=max(2, len(caption.word_spans)), value=1)
         if mode == METHODS_MODE:
             progress(0.05, desc=f"{ex.model}: every method's maps of its caption")
             traces = self.studio.compare_methods(ex)
@@ -556,10 +570,14 @@ def _compare_tab(c, studio: S.Studio, models: list[str]):
     gr.Markdown("Same photo (from Explore), 2 or 3 models, synchronised words.")
     with gr.Row():
         c.cmp_models = gr.CheckboxGroup(models, value=models[:3], label="Models", elem_id="cmp-models")
-        c.cmp_mode = gr.Radio(["Each model's own caption", "Same caption for all", METHODS_MODE],
+        c.cmp_mode = gr.Radio(["Each model's own caption", "Same caption for all", METHODS_MODE]
+                            + ([QUESTION_MODE] if studio.models("answer") else []),
                             value="Same caption for all", label="Words", elem_id="cmp-mode")
         c.cmp_text = gr.Textbox(label="Caption to force (empty: the first model's caption)",
                               elem_id="cmp-text")
+    c.cmp_question = gr.Textbox(label=f"{QUESTION_MODE}: the question (answered by Explore's Answered by), "
+                                      "e.g. \"what is running?\" beside the word \"dog\"", elem_id="cmp-question",
+                                visible=bool(studio.models("answer")))
     c.cmp_run = gr.Button("Compare", variant="primary", elem_id="cmp-run")
     c.cmp_step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="cmp-step")
     with gr.Row():
@@ -574,7 +592,7 @@ def _compare_tab(c, studio: S.Studio, models: list[str]):
 def _triage_tab(c, studio: S.Studio):
     """Triage: open any row of a triage report in Explore."""
     gr.Markdown(f"Runs of `python -m viewer triage --out {studio.triage_dir}/NAME ...`, worst first. "
-                "Click a row to open that photo in Explore.")
+                "Click a row to open that photo in Explore (an answer's row: with its question, ready to Ask).")
     with gr.Row():
         c.triage_run = gr.Dropdown(studio.triage_runs(), label="Run", elem_id="triage-run")
         c.triage_refresh = gr.Button("Refresh the list", size="sm")
@@ -661,7 +679,8 @@ def _wire_tools(c, h: Handlers, studio: S.Studio):
         btn.click(functools.partial(h.export, kind), [c.explored, c.step, *c.style], c.download)
     c.triage_run.change(h.load_triage, c.triage_run, [c.triage_rows, c.triage_table])
     c.triage_refresh.click(lambda: gr.Dropdown(choices=studio.triage_runs()), None, c.triage_run)
-    _caption_event(c, h, c.triage_table.select(h.open_row, c.triage_rows, [c.photo, c.model, c.tabs]).success)
+    _caption_event(c, h, c.triage_table.select(h.open_row, c.triage_rows,
+                                                     [c.photo, c.model, c.tabs, c.question, c.answer_model]).success)
     c.diagnose_btn.click(h.diagnose, [c.explored, c.step], c.diagnosis, **MODEL)
     c.trust_btn.click(h.trust, [c.explored, c.step, *c.style], c.trust, **MODEL)
     c.score_btn.click(h.score, [c.explored, c.references], c.scores)
@@ -672,7 +691,8 @@ def _wire_tools(c, h: Handlers, studio: S.Studio):
     c.photo_key.change(None, c.photo_key, None, js=PHOTO_JS)
     c.occlude_btn.click(h.hide, [c.explored, c.step], c.occluded, **MODEL)
     c.view.select(h.click_photo, [c.explored, c.step, c.click_mode, *c.style], [c.clicked, c.steered_view], **MODEL)
-    c.cmp_run.click(h.compare, [c.explored, c.cmp_models, c.cmp_mode, c.cmp_text, *c.style], [c.compared, c.cmp_step],
+    c.cmp_run.click(h.compare, [c.explored, c.cmp_models, c.cmp_mode, c.cmp_text, c.cmp_question, c.answer_model,
+                                *c.style], [c.compared, c.cmp_step],
                     **MODEL)
     c.cmp_step.change(None, c.cmp_step, None, js=COMPARE_STEP_JS)
     c.cmp_step.change(h.compare_lines, [c.compared, c.cmp_step], c.cmp_captions, show_progress="hidden", **LIGHT)

@@ -17,6 +17,8 @@ def add_parser(sub) -> None:
     p.add_argument("--startup", action="store_true", help="also time app start to first page (3 starts)")
     p.add_argument("--explain", action="store_true", help="also time per-word maps: occlusion of a whole caption, "
                                                           "Grad-CAM and relevancy per word, deletion of one word")
+    p.add_argument("--ask", action="store_true", help="also time ask -> answer for every question answering model "
+                                                      "here, the photo prepared")
     p.add_argument("--engines", action="store_true", help="instead: photos per second of `evaluate --explain "
                    "occlusion` on --photos photos of --data/--split, locally and on Ray (1 worker), and Ray's overhead")
     p.add_argument("--data", default=os.path.join("..", "shared", "data", "flickr8k"), help="with --engines")
@@ -43,8 +45,9 @@ def run(args) -> int:
         paths += sorted(glob.glob(os.path.join(item, "*.jpg"))) if os.path.isdir(item) else [item]
     models = args.models or [name for name, path in available(args.checkpoints, task="caption").items()
                              if not stored_vision_spec(read_meta(path)).brings_own_features]
+    answerers = list(available(args.checkpoints, task="answer")) if args.ask else []
     result = bench.run(models, paths, args.device, repeats=args.repeats, beam=args.beam,
-                       checkpoint_dir=args.checkpoints, explain=args.explain)
+                       checkpoint_dir=args.checkpoints, explain=args.explain, answerers=answerers)
     if args.startup:
         result["startup"] = bench.startup(args.checkpoints)
     print(json.dumps(result, indent=1) if args.json else bench.table(result))

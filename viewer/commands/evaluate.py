@@ -38,7 +38,7 @@ def add_parser(sub) -> None:
                    "beam search, analysis/guide.py); the report says so")
     p.add_argument("--guide-threshold", type=float, metavar="S", help="with --guide: the detection score a class "
                    "needs (default analysis/guide.py THRESHOLD; choose it on dev-select)")
-    p.add_argument("--questions", metavar="FILE.json", help="question answering models (vqa-*): accuracy on the "
+    p.add_argument("--questions", "--qa", metavar="FILE.json", help="question answering models (vqa-*): accuracy on the "
                    "split's questions of this file (written by `qa-data`), per type, beside the commonest answer")
     p.add_argument("--dependence", action="store_true", help="with --questions: each answer's visual dependence "
                    "(photo blurred away, photo removed) and the share guessed from the question")

@@ -55,7 +55,8 @@ def run(args) -> int:
             continue
         if meta.get("task") == "answer":
             acc = dev.get("accuracy", {})
-            answerers.append(f"{name} ({meta['model_type']}): " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in acc.items()))
+            answerers.append(f"{name} ({meta['model_type']}): " + (", ".join(f"{k} {100 * v:.1f}%" for k, v in acc.items())
+                                                                    or "not scored here"))
             continue
         cells = [_dig(dev, keys) for _, keys in MODEL_COLUMNS]
         split = (meta.get("dev_settings") or {}).get("split", "dev")

@@ -25,6 +25,9 @@ def add_parser(sub) -> None:
     p.add_argument("--beam", type=int, default=3)
     p.add_argument("--limit", type=int, default=0, help="only the first N photos")
     p.add_argument("--features", help="precomputed features for imported models (.tsv, .hdf5 or folder of .npz)")
+    p.add_argument("--questions", metavar="FILE.json", help="a question answering model (vqa-*): list its wrong answers "
+                   "and its guessed ones (little dependence on the photo) to the split's questions of this file "
+                   "(written by `qa-data`; split dev means dev-report), in this process")
     options.add_batch_options(p, "the report folder (default triage/MODEL-SPLIT, which the app's Triage tab lists)")
     p.set_defaults(func=run)
 
@@ -84,7 +87,31 @@ def write(rows: list[dict], out: str, fingerprint: dict) -> dict:
     return write_report(rows, out, fingerprint["model"], fingerprint["sort"])
 
 
+def answers(args) -> int:
+    """triage --questions: the wrong and the guessed answers, worst first, as a triage report."""
+    from ..analysis.triage import triage_answers, write_report
+    from ..data import questions
+    if not args.data:
+        raise ValueError("--questions needs --data DIR, the dataset the questions were generated from")
+    sets = questions.read(args.questions, args.data)
+    split = "dev-report" if args.split == "dev" else args.split
+    if split not in sets:
+        raise ValueError(f"{args.questions} has no split {split!r}; it has {', '.join(sets)}")
+    items = sets[split][: args.limit] if args.limit else sets[split]
+    captioner = options.captioner(args)
+    if not captioner.model(args.model).model.answers:
+        raise ValueError(f"{args.model} captions; --questions is for a question answering model (vqa-*)")
+    rows = triage_answers(captioner, args.model, items, options.log)
+    args.out = args.out or os.path.join("triage", f"{os.path.basename(args.model).split('.')[0]}-{split}-answers")
+    paths = write_report(rows, args.out, args.model, "answer (wrong, then guessed)", what=f"of {len(items)} answers")
+    print(json.dumps({**paths, "questions": len(items), "listed": len(rows),
+                      "wrong": sum(not r["right"] for r in rows)}))
+    return 0
+
+
 def run(args) -> int:
+    if args.questions:
+        return answers(args)
     batch = job(args)
     name = f"{os.path.basename(args.model).split('.')[0]}-" + (
         args.split if args.data else os.path.basename(os.path.normpath(args.images)))

@@ -243,8 +243,6 @@ def available(folder: str | None = None, task: str | None = None) -> dict[str, s
 
 def model_task(path: str) -> str | None:
     """What a checkpoint does: "answer" (question answering), "caption", or None if it cannot be read."""
-    if is_hf(path):
-        return "caption"
     try:
         return read_meta(path).get("task", "caption")
     except CheckpointError:

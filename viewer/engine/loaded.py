@@ -24,6 +24,15 @@ class LoadedModel:
         self.model, self.vocab, self.meta, self.path = model, vocab, meta, path
         self.encoder_tensors = encoder_tensors or {}
 
+    def question_ids(self, questions: list[str]) -> torch.Tensor:
+        """A question answering model's questions as its question vocabulary's ids, padded with 0."""
+        vocab = Vocabulary(self.meta["question_vocab"])
+        ids = [vocab.encode(q) or [vocab.unk] for q in questions]
+        out = torch.zeros(len(ids), max(map(len, ids)), dtype=torch.long)
+        for i, row in enumerate(ids):
+            out[i, :len(row)] = torch.tensor(row)
+        return out
+
     @property
     def vision_spec(self) -> VisionSpec:
         """Where this model's inputs come from: ours (the default), its own encoder, or precomputed files."""

@@ -21,7 +21,7 @@ from .decoding import DecodeSettings, decode
 from .device import pick_device
 from .images import AttendsTo, Photo
 from .trace import AttentionTrace, build_trace
-from .vocab import Vocabulary, tokenize
+from .vocab import tokenize
 from .vision import FeatureSource, ImageFeatures, VisionStack, model_inputs
 from .vision.carried import CarriedEncoder
 from .vision.precomputed import FeatureFiles, FeaturesNotFound
@@ -178,9 +178,9 @@ class Captioner:
 
     def ask(self, photos: list[Photo], model: str, questions: list[str], top_k: int = 5,
             hidden: list[list[int]] | None = None) -> list[AttentionTrace]:
-        """Answer one question per photo: a trace of one answer word (then <end>), its map the one the
-        answer was read from, its alternatives the next best answers."""
-        settings = DecodeSettings(strategy="greedy", max_len=2, top_k=top_k)
+        """Answer one question per photo: a trace of the answer (one word from ours, a few tokens from an
+        `hf:` BLIP) then <end>, its map the one the answer was read from, its alternatives the next best."""
+        settings = DecodeSettings(strategy="greedy", max_len=ANSWER_TOKENS, top_k=top_k)
         return [hs[0] for hs in self.caption(photos, model, settings, hidden=hidden, questions=questions)]
 
     def forced_ids(self, model: str, caption: str) -> list[int]:
@@ -202,18 +202,16 @@ class Captioner:
         return traces
 
 
+ANSWER_TOKENS = 10   # ours answer in one word and then end; a BLIP answer is a few tokens
+
+
 def question_ids(lm: checkpoints.LoadedModel, questions: list[str], device) -> torch.Tensor:
     """Questions as the model's question vocabulary's ids, padded with 0: (n, longest)."""
     if not lm.model.answers:
         raise ValueError(f"{lm.name} captions; it answers no question (choose a question answering model)")
-    vocab = Vocabulary(lm.meta["question_vocab"])
-    ids = [vocab.encode(q) for q in questions]
-    if not all(ids):
+    if not all(q.strip() for q in questions):
         raise ValueError("type a question (a few words)")
-    out = torch.zeros(len(ids), max(map(len, ids)), dtype=torch.long)
-    for i, row in enumerate(ids):
-        out[i, :len(row)] = torch.tensor(row)
-    return out.to(device)
+    return lm.question_ids(questions).to(device)
 
 
 def typed_words(trace: AttentionTrace, caption: str) -> None:

@@ -246,8 +246,23 @@ def explain_timings(captioner: Captioner, model: str, photos, settings: DecodeSe
     return out
 
 
+QUESTIONS = ("what colour is the cup?", "where is the dog running?", "what is the man riding?",
+             "how many people are sitting?")
+
+
+def ask_latency(captioner: Captioner, model: str, photos, repeats: int) -> dict:
+    """A question to its answer trace, the photo prepared (its features cached, as the app prepares a
+    chosen photo before Ask), one question at a time as a person asks them."""
+    captioner.features(photos, with_regions=True)   # prepared
+    times = [_timed(lambda: captioner.ask([photo], model, [QUESTIONS[i % len(QUESTIONS)]]))[1]
+             for _ in range(repeats) for i, photo in enumerate(photos)]
+    return _stats(times)
+
+
 def run(models: list[str], image_paths: list[str], device: str | None = None, repeats: int = 5,
-        beam: int = 3, checkpoint_dir: str | None = None, explain: bool = False) -> dict:
+        beam: int = 3, checkpoint_dir: str | None = None, explain: bool = False,
+        answerers: list[str] | None = None) -> dict:
+    """Every figure for each captioning model; for each of `answerers`, ask -> answer (`ask_latency`)."""
     captioner = Captioner(device) if checkpoint_dir is None else Captioner(device, checkpoint_dir=checkpoint_dir)
     photos = [load_photo(p) for p in image_paths]
     settings = DecodeSettings(strategy="beam", beam_size=beam)
@@ -271,6 +286,9 @@ def run(models: list[str], image_paths: list[str], device: str | None = None, re
             result["models"][model]["explain"] = explain_timings(captioner, model, photos, settings)
         if lm.image_encoder is not None:
             result["models"][model]["generate"] = hf_generate(captioner, model, photos, beam)
+    for model in answerers or []:
+        captioner.ask(photos[:1], model, QUESTIONS[:1])   # warm up
+        result["models"][model] = {"ask_prepared": ask_latency(captioner, model, photos, repeats)}
     result["peak_memory_mb"] = peak_memory_mb(captioner.device)
     result["trace_size"] = trace_size()
     return result
@@ -306,7 +324,8 @@ def table(result: dict) -> str:
              "| model | end to end median / p95 (ms) | preprocess | encoder | detector | decode | trace | "
              "render 1024x768 | batch images/s | batched vs one beam at a time |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, r in result["models"].items():
+    captioners = {n: r for n, r in result["models"].items() if "end_to_end" in r}
+    for name, r in captioners.items():
         e = r["end_to_end"]
         lines.append(f"| {name} | {e['total']['median_ms']} / {e['total']['p95_ms']} | "
                      + " | ".join(str(e[k]["median_ms"]) for k in ("preprocess", "encoder", "detector", "decode", "trace"))
@@ -334,6 +353,11 @@ def table(result: dict) -> str:
             for search, r in g.items():
                 lines.append(f"| {name} | {search} | {r['ours_s']} | {r['generate_s']} | {r['ratio']}x | "
                              f"{r['ours_ms_per_token']} | {r.get('same_tokens', '-')} |")
+    asked = {n: r["ask_prepared"] for n, r in result["models"].items() if "ask_prepared" in r}
+    if asked:
+        lines += ["", "ask -> answer trace in-process, the photo prepared (target in the browser: 250 ms from the "
+                      "click), median / p95 ms: " + "; ".join(f"{n} {a['median_ms']} / {a['p95_ms']}"
+                                                            for n, a in asked.items())]
     if "trace_size" in result:
         t = result["trace_size"]
         lines += ["", f"a BLIP-size trace ({t['steps']} tokens x {t['layers']} layers x {t['heads']} heads x {t['tokens']} "

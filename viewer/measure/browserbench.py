@@ -59,6 +59,7 @@ NOTE = ("The first caption per model (model load) is a warm-up: it is reported a
 # animation frame (Playwright's default) kept headless chromium drawing frames: over a caption it took
 # more CPU than the server, on the same 2 cores, slowing what it measured.
 POLL_MS = 50
+ASK_QUESTIONS = ("what colour is the cup?", "what is the man riding?", "where is the dog running?")
 
 # Installed once in the page. `arm(trigger)` starts one measurement: t0 is the timestamp of the next
 # trusted click/keydown ('input') or of the next change of the word slider ('slider'); it ends when a
@@ -338,6 +339,11 @@ class Page:
         return self.measure(lambda: self.page.locator("#explain-with").get_by_text(label).click(),
                             timeout_ms=timeout_ms)
 
+    def ask(self, question: str, timeout_ms: float) -> dict:
+        """Type a question (not timed, as a person types), then Ask: timed from the click to the answer's map."""
+        self.page.locator("#question textarea").fill(question)
+        return self.measure(lambda: self.page.locator("#ask").click(), timeout_ms=timeout_ms)
+
     def restyle(self, upsampling: str) -> dict:
         """Choose another upsampling in the Overlay controls: the page redraws the view itself."""
         return self.measure(lambda: self.page.locator("#upsampling").get_by_text(upsampling, exact=True).click())
@@ -428,10 +434,12 @@ def run_browser_bench(url: str, models: list[str] | None = None, photos: list[st
                       clicks: int = 3, arrows: int = 3, ticks: int = 3, timeout_s: float = 10,
                       caption_timeout_s: float = 60, warmup_timeout_s: float = 300, fresh: bool = True,
                       viewport: tuple[int, int] = (1280, 800), chromium: str | None = None, log=None,
-                      explain: str | None = None, pair: bool = False, pause: bool = True) -> dict:
+                      explain: str | None = None, pair: bool = False, pause: bool = True,
+                      ask: bool = False) -> dict:
     """Drive the app at `url` in headless chromium; returns per-model timings (see the module doc), and
     with `pair` the two-browsers measurement of the first model (`two_browsers`). `pause`: Caption is
-    clicked once the chosen photo is prepared (else the moment its upload shows)."""
+    clicked once the chosen photo is prepared (else the moment its upload shows). `ask`: also time a
+    question per photo, Ask to the answer's map, by the first question answering model offered."""
     from playwright.sync_api import sync_playwright
 
     check_loopback(url)
@@ -453,7 +461,7 @@ def run_browser_bench(url: str, models: list[str] | None = None, photos: list[st
                            "warmup_photo": os.path.basename(warm_photo),
                            "clicks": clicks, "arrows": arrows, "ticks": ticks, "timeout_s": timeout_s,
                            "caption_timeout_s": caption_timeout_s, "fresh_photos": fresh, "explain": explain,
-                           "pause_before_caption": pause},
+                           "pause_before_caption": pause, "ask": ask},
               "models": {}, "errors": []}
     try:
         with sync_playwright() as p:
@@ -463,7 +471,7 @@ def run_browser_bench(url: str, models: list[str] | None = None, photos: list[st
                         pause=pause)
             for model in models:
                 result["models"][model] = _bench_model(page, model, photos, warm_photo, copies, clicks, arrows, ticks,
-                                                       caption_timeout_s, warmup_timeout_s, log, explain)
+                                                       caption_timeout_s, warmup_timeout_s, log, explain, ask)
             if pair and models:
                 result["two_browsers"] = two_browsers(browser, url, models[0], photos, copies, viewport, timeout_s,
                                                       caption_timeout_s, log)
@@ -476,7 +484,7 @@ def run_browser_bench(url: str, models: list[str] | None = None, photos: list[st
 
 
 def _bench_model(page: Page, model: str, photos, warm_photo, copies, clicks, arrows, ticks, caption_timeout_s,
-                 warmup_timeout_s, log, explain: str | None = None) -> dict:
+                 warmup_timeout_s, log, explain: str | None = None, ask: bool = False) -> dict:
     out = {"warmup_ms": None, "samples": [], "errors": []}
     try:
         page.choose_model(model)
@@ -504,6 +512,10 @@ def _bench_model(page: Page, model: str, photos, warm_photo, copies, clicks, arr
             add("caption", r)
             if r["outcome"] in ("shown", "unchanged"):     # else the page may still show the last caption
                 _step_through(page, add, clicks, arrows, ticks)
+                if ask:
+                    page.settle(300)
+                    question = ASK_QUESTIONS[len(out["samples"]) % len(ASK_QUESTIONS)]
+                    add("ask", page.ask(question, caption_timeout_s * 1000), question=question)
                 if explain:
                     page.settle(300)
                     add("explain", page.explain(explain, caption_timeout_s * 1000), method=explain)
@@ -524,6 +536,8 @@ def _bench_model(page: Page, model: str, photos, warm_photo, copies, clicks, arr
     captions = [s for s in samples if s["kind"] == "caption" and s.get("server_ms") is not None]
     out["caption_server"] = _stats([{"outcome": "shown", "ms": s["server_ms"]} for s in captions])
     out["caption_trace_received"] = _stats([{"outcome": "shown", "ms": s["received_ms"]} for s in captions])
+    if ask:
+        out["ask_to_map"] = _stats([s for s in samples if s["kind"] == "ask"])
     if explain:
         out["explain_to_first_view"] = _stats([s for s in samples if s["kind"] == "explain"])
         out["explain_stepping"] = _stats([s for s in samples if s["kind"] == "explain-click"])
@@ -618,6 +632,10 @@ def table(result: dict) -> str:
         rows.append(f"two browsers ({pair['model']}): A's steps p50/p90 ms alone {cell(pair['a_alone'])}, "
                     f"while B captions {cell(pair['a_while_b_captions'])}; exact frames alone "
                     f"{cell(pair.get('a_alone_exact'))}, while B captions {cell(pair.get('a_while_b_captions_exact'))}")
+    for model, r in result["models"].items():
+        if "ask_to_map" in r:
+            rows.append(f"{model}'s photos: Ask -> the answer's map p50/p90 ms {cell(r['ask_to_map'])} "
+                        "(target 250 ms, the photo prepared)")
     explained = {m: r for m, r in result["models"].items() if "explain_to_first_view" in r}
     if explained:
         rows.append(f"{'model':<10} {'explain (' + str(result['settings']['explain']) + ') -> first view p50/p90 ms':<48} "
@@ -652,6 +670,7 @@ def main(argv=None) -> int:
     parser.add_argument("--viewport", default="1280x800", help="browser window, WIDTHxHEIGHT")
     parser.add_argument("--explain", metavar="METHOD", help="also time Explain with METHOD (occlusion, gradcam, "
                         "relevancy) on each caption, and stepping through its views")
+    parser.add_argument("--ask", action="store_true", help="also time a question per photo: Ask to the answer's map")
     parser.add_argument("--pair", action="store_true", help="also time two browsers at once: one steps through its "
                         "words while the other captions (the first model)")
     parser.add_argument("--click-at-once", action="store_true", help="click Caption the moment the upload shows, "
@@ -676,7 +695,7 @@ def main(argv=None) -> int:
         result = run_browser_bench(url, args.models, args.photo_files, args.photos, args.clicks, args.arrows,
                                    args.ticks, args.timeout, args.caption_timeout, fresh=not args.reuse_photos,
                                    viewport=(width, height), log=log, explain=args.explain, pair=args.pair,
-                                   pause=not args.click_at_once)
+                                   pause=not args.click_at_once, ask=args.ask)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

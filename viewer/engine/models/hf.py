@@ -6,8 +6,9 @@ model.safetensors, pytorch_model.bin, or a sharded index of either; the tokenize
 tokenizer.json (with or without tokenizer_config.json), GPT-2's vocab.json + merges.txt, or
 WordPiece's vocab.txt; the image processor as preprocessor_config.json or nested in a processor's
 processor_config.json. Supported: `VisionEncoderDecoderModel` with a ViT or DeiT encoder and a GPT-2
-or BERT decoder (cross-attention), and `BlipForConditionalGeneration` (its ViT and its BERT-style
-text decoder); any other architecture is refused by name.
+or BERT decoder (cross-attention), `BlipForConditionalGeneration` (its ViT and its BERT-style
+text decoder), and `BlipForQuestionAnswering` (a question answerer, `HFBlipAnswerer`: the question is
+the prompt, as for models/vqa.py); any other architecture is refused by name.
 
 Safe by default (hf_folder.py): the folder is checked before transformers reads it, and every problem is one
 CheckpointError naming the file (a malformed config, a missing file, corrupt safetensors, weights
@@ -145,10 +146,19 @@ class HFDecoder(CaptionModel):
         heads = torch.stack(heads, 1)                                       # (B, layers, heads, n + K)
         logits = self.logits(x[:, 0]).float()
         logits = torch.cat([logits, logits.new_full((len(logits), 1), float("-inf"))], 1)   # the virtual <start>
+        return self.make_step(logits, self.photo_heads(heads, state)), new
+
+    def photo_heads(self, heads: torch.Tensor, state: State) -> torch.Tensor:
+        """Each layer's and head's weights over [special tokens; patches]: the cross-attention itself."""
+        return heads
+
+    def make_step(self, logits: torch.Tensor, heads: torch.Tensor) -> Step:
+        """The Step from (B, layers, heads, n + K) weights: the last layer's head mean over the patches,
+        renormalised, and the special tokens' share of it."""
         summary = heads[:, -1].mean(1)
         patches = summary[:, self.special:]
         attention = patches / patches.sum(-1, keepdim=True).clamp_min(1e-12)
-        return Step(logits, attention, heads=heads[..., self.special:], outside=summary[:, :self.special].sum(-1)), new
+        return Step(logits, attention, heads=heads[..., self.special:], outside=summary[:, :self.special].sum(-1))
 
 
 class HFGPT2(HFDecoder):
@@ -237,14 +247,110 @@ class HFBert(HFDecoder):
                 ("embeddings", self.text.bert.embeddings), *first]
 
 
+class HFBlipAnswerer(HFBert):
+    """BlipForQuestionAnswering: its text encoder reads the question (the prompt), each token attending
+    to the photo's [class token; patches]; its text decoder writes the answer, attending to the
+    question's encoded tokens, never to the photo itself. So the map an answer token was read from is
+    carried through the question: per encoder layer and head, the question tokens' cross-attention to
+    the photo weighted by the decoder's last-layer head-mean attention over those tokens (a two-hop
+    rollout, Abnar and Zuidema 2020, of the attention the model computed); `attention` is the last
+    encoder layer's head mean over the patches, as for the captioners. Hiding a patch hides it from
+    the question's reading (re-read with the new mask); steering is refused (no map is fed back)."""
+
+    answers = True
+
+    def __init__(self, hf_model, start_id: int, special: int = 1, pad_id: int = 0):
+        super().__init__(hf_model, start_id, special)
+        self.reader, self.pad_id = hf_model.text_encoder, pad_id   # BlipTextModel, the question's encoder
+
+    @property
+    def image_state(self) -> tuple[str, ...]:
+        return (*super().image_state, "image", "question", "qmask", "reads")
+
+    def init_state(self, feats, mask, seed=None) -> State:
+        return {"mask": mask, "t": torch.zeros(len(feats), dtype=torch.long, device=feats.device),
+                "image": self.split_features(feats, mask)}
+
+    def with_prompt(self, state: State, question: torch.Tensor) -> State:
+        """The question's token ids (B, L; padded with the tokenizer's pad id) read against the photo."""
+        question = question.to(state["image"].device)
+        state = self._read({**state, "question": question, "qmask": question != self.pad_id})
+        for i in range(self.n_layers):
+            state[f"self_k{i}"] = state[f"self_v{i}"] = state[f"cross_k{i}"].new_zeros(len(question), 0,
+                                                                                     state[f"cross_k{i}"].shape[-1])
+        return state
+
+    def _read(self, state: State) -> State:
+        """The question encoded over what of the photo the mask lets it see; the decoder's keys/values
+        of it, and every encoder layer's cross-attention (B, layers, heads, L, n + K). Run layer by
+        layer here, as the decoder is: transformers' BlipTextLayer drops the photo's attention mask
+        on its way to the cross-attention (5.x), so hidden patches and a batch's padding would be read."""
+        image, question = state["image"], state["question"]
+        pad = ~state["qmask"][:, None, None, :]
+        hidden = ~torch.cat([torch.ones_like(state["mask"][:, :1]).expand(-1, self.special), state["mask"]], 1)
+        hidden = hidden[:, None, None, :]
+
+        def attend(module, x, keys_from, masked):
+            q, k, v = (self._split(f(y)) for f, y in ((module.query, x), (module.key, keys_from), (module.value, keys_from)))
+            w = F.softmax(((q @ k.transpose(-1, -2)) * self.scale).float().masked_fill(masked, float("-inf")), -1)
+            return self._merge(w.to(q.dtype) @ v), w
+        x = self.reader.embeddings(input_ids=question)
+        reads = []
+        for layer in self.reader.encoder.layer:
+            x = layer.attention.output(attend(layer.attention.self, x, x, pad)[0], x)
+            attended, w = attend(layer.crossattention.self, x, image, hidden)
+            x = layer.crossattention.output(attended, x)
+            x = layer.output(layer.intermediate(x), x)
+            reads.append(w)
+        state = {**state, "reads": torch.stack(reads, 1)}
+        for i in range(self.n_layers):
+            state[f"cross_k{i}"], state[f"cross_v{i}"] = self.cross_keys_values(i, x)
+        return state
+
+    def with_mask(self, state: State, mask: torch.Tensor) -> State:
+        return self._read({**state, "mask": mask})
+
+    def cross_attend(self, state, i, q, scale):
+        """Attention over the question's encoded tokens (padding masked) -> output, (B, H, L)."""
+        if "steer" in state:
+            raise ValueError("a BLIP question answering model cannot be steered: its answer reads the question, "
+                             "which read the photo")
+        q = self._split(q)
+        scores = (q @ self._split(state[f"cross_k{i}"]).transpose(-1, -2)) * scale
+        w = F.softmax(scores.float().masked_fill(~state["qmask"][:, None, None, :], float("-inf")), -1).to(q.dtype)
+        return self._merge(w @ self._split(state[f"cross_v{i}"])), w[:, :, 0]
+
+    def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
+        if "reads" not in state:
+            raise ValueError("a question answering model needs a question")
+        return super().forward_step(state, words)
+
+    def photo_heads(self, heads: torch.Tensor, state: State) -> torch.Tensor:
+        """(B, layers, heads, L) over the question -> (B, encoder layers, heads, n + K) over the photo."""
+        over_question = heads[:, -1].mean(1)                                   # (B, L)
+        return torch.einsum("bq,blhqk->blhk", over_question.to(state["reads"].dtype), state["reads"])
+
+    def cascade(self):
+        return [*super().cascade(), ("text_encoder (the question's reader)", self.reader)]
+
+
 # ---------------------------------------------------------------- loading
 
 class HFLoadedModel(LoadedModel):
     """A LoadedModel whose image encoder is the HF model's own (`image_encoder`, used by the pipeline)."""
 
-    def __init__(self, model, vocab, meta, path, image_encoder):
+    def __init__(self, model, vocab, meta, path, image_encoder, tokenizer=None):
         super().__init__(model, vocab, meta, path)
-        self.image_encoder = image_encoder
+        self.image_encoder, self.tokenizer = image_encoder, tokenizer
+
+    def question_ids(self, questions: list[str]) -> torch.Tensor:
+        """Questions as the tokenizer makes them for the model (its special tokens too), padded."""
+        ids = [self.tokenizer(q)["input_ids"] for q in questions]
+        pad = self.model.pad_id
+        out = torch.full((len(ids), max(map(len, ids))), pad, dtype=torch.long)
+        for i, row in enumerate(ids):
+            out[i, :len(row)] = torch.tensor(row)
+        return out
 
 
 def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementation: str | None = None) -> HFLoadedModel:
@@ -258,8 +364,8 @@ def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementati
     shapes, tensors = weight_shapes(path, spec, weights, files)
     transformers = require_transformers()
     from ..vision.hf import HFImageEncoder
-    blip = kind[0] == "blip"
-    cls = transformers.BlipForConditionalGeneration if blip else transformers.VisionEncoderDecoderModel
+    blip, answers = kind[0] == "blip", kind[-1] == "BlipForQuestionAnswering"
+    cls = getattr(transformers, kind[-1]) if blip else transformers.VisionEncoderDecoderModel
     attn = {"attn_implementation": attn_implementation} if attn_implementation else {}
     try:
         cfg = cls.config_class.from_pretrained(path, local_files_only=True)
@@ -302,11 +408,17 @@ def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementati
     vocab = HFVocab(tokenizer, int(end), size)
     special = SPECIAL_TOKENS.get(enc.model_type, 1)
     prompt = tuple(tokenizer(prompt_text, add_special_tokens=False)["input_ids"]) if prompt_text else ()
-    decoder = (HFGPT2 if kind[-1] == "gpt2" else HFBert)(model, int(start), special, prompt)
+    if answers:
+        if prompt:
+            raise CheckpointError(f"{spec}: a question answering model takes a question, not a #prompt")
+        decoder = HFBlipAnswerer(model, int(start), special, text.pad_token_id or 0)
+    else:
+        decoder = (HFGPT2 if kind[-1] == "gpt2" else HFBert)(model, int(start), special, prompt)
     side = patch_grid(kind[0], enc.image_size, enc.patch_size)   # the LOADED config's (its defaults filled in)
     meta = {**folder_meta(name, path, config, side), "vocab_size": len(vocab)}
-    return HFLoadedModel(decoder, vocab, meta, name, HFImageEncoder(vision_module, processor, side, special, device))
+    return HFLoadedModel(decoder, vocab, meta, name, HFImageEncoder(vision_module, processor, side, special, device),
+                         tokenizer)
 
 
-__all__ = ["HFVocab", "HFDecoder", "HFGPT2", "HFBert", "HFLoadedModel", "load_folder", "check_folder", "folder_meta",
+__all__ = ["HFVocab", "HFDecoder", "HFGPT2", "HFBert", "HFBlipAnswerer", "HFLoadedModel", "load_folder", "check_folder", "folder_meta",
            "PREFIX", "HUB_PREFIX"]

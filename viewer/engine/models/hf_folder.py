@@ -21,6 +21,7 @@ INSTALL = "pip install .[hf]"
 SUPPORTED = {("vision-encoder-decoder", enc, dec): f"VisionEncoderDecoderModel ({enc_name} + {dec_name})"
              for enc, enc_name in (("vit", "ViT"), ("deit", "DeiT")) for dec, dec_name in (("gpt2", "GPT-2"), ("bert", "BERT"))}
 SUPPORTED[("blip", "BlipForConditionalGeneration")] = "BlipForConditionalGeneration"
+SUPPORTED[("blip", "BlipForQuestionAnswering")] = "BlipForQuestionAnswering"   # task "answer" (models/hf.py)
 SPECIAL_TOKENS = {"deit": 2}   # tokens before the patches: ViT's class token (1), DeiT's class + distillation (2)
 BLIP_PROMPT = "a picture of"   # the text prompt BLIP's captioner was fine-tuned with (the `#prompt` option)
 IMAGE_SIZE = {"blip": 384}     # the config classes' defaults, which a saved config.json leaves out (ViT, DeiT: 224)
@@ -164,7 +165,8 @@ def folder_meta(spec: str, folder: str, config: dict, side: int | None = None) -
     vision = VisionSpec(FeatureSource.CARRIED, {"type": "hf-" + str(enc.get("model_type", "vit")),
                                                  "folder": os.path.basename(os.path.abspath(folder)),
                                                  "grid": side, "dim": (1 + special) * enc.get("hidden_size", 768)})
-    return {"name": spec, "model_type": "hf:" + "+".join(kind[1:]), "hparams": {},
+    task = "answer" if kind[-1] == "BlipForQuestionAnswering" else "caption"
+    return {"name": spec, "model_type": "hf:" + "+".join(kind[1:]), "task": task, "hparams": {},
             "vocab_size": text_config(config).get("vocab_size"), "vision_spec_key": vision.key,
             "vision_spec": vision.to_json(), "hf_folder": os.path.abspath(folder)}
 
