@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test setup browser java install-check qa
+.PHONY: run test setup browser java install-check qa speed naming
 
 $(VENV)/installed.stamp: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -46,5 +46,30 @@ qa: setup
 	    --epochs 15 --patience 3 --resume && \
 	  $(PY) -m viewer evaluate --model runs/qa-$$m/best.safetensors --data $(DATA) --questions runs/questions.json \
 	    --split dev-report --out reports/qa/$$m --dependence --blind runs/qa-vqa-blind/best.safetensors || exit 1; \
+	done
+	$(PY) -m viewer.analysis.tables
+
+# The README's speed tables, measured on this machine (run it idle: other jobs slow every figure):
+# in-process (`bench`) and in headless chromium (`loadtest --browser`) into reports/speed/, then the
+# tables; then photos per second of a dataset command, local and on Ray (DATA: the Flickr8k folder).
+# About 25 minutes on 2 cores.
+speed: setup browser
+	mkdir -p reports/speed
+	$(PY) -m viewer bench --ask --explain --startup --json > reports/speed/inprocess.json.part
+	mv reports/speed/inprocess.json.part reports/speed/inprocess.json
+	$(PY) -m viewer.measure.loadtest --browser --photos 6 --ask --pair --out reports/speed/browser.json > /dev/null
+	$(PY) -m viewer bench --engines --models sat-soft --photos 24 --data $(DATA) > reports/speed/engines.json.part
+	mv reports/speed/engines.json.part reports/speed/engines.json
+	$(PY) -m viewer.analysis.tables
+
+# Naming what is there: every captioning model on dev-report, beam 3, plain and made to name the
+# detector's classes (threshold chosen on dev-select: reports/guide/sat-soft-dev-select-*), into
+# reports/eval/ and reports/guide/, then the README's table. About 20 minutes on 2 cores.
+CAPTION_MODELS := sat-soft sat-hard transformer updown
+naming: setup
+	for m in $(CAPTION_MODELS); do \
+	  $(PY) -m viewer evaluate --model $$m --data $(DATA) --split dev-report --out reports/eval/$$m && \
+	  $(PY) -m viewer evaluate --model $$m --data $(DATA) --split dev-report --guide detector --guide-threshold 0.7 \
+	    --out reports/guide/$$m-dev-report-0.7 || exit 1; \
 	done
 	$(PY) -m viewer.analysis.tables

@@ -171,10 +171,10 @@ def test_api_gives_a_readable_error_for_a_bad_photo(server, tmp_path):
 
 def _browser(playwright):
     assert os.path.exists(CHROMIUM), "Debian chromium is required for the browser tests (.ci/run installs it)"
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=[
-        "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--disable-quic",
-        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"])
+    from viewer.measure.browserbench import CHROMIUM_ARGS
+    # (the heap read exactly, after a collection the test asks for: test_page_view's memory test)
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + [
+        "--enable-precise-memory-info", "--js-flags=--expose-gc"])
 
 
 def _image_size(page, elem_id):

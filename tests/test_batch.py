@@ -237,7 +237,12 @@ def test_a_whole_last_record_without_its_newline_is_kept_once(tmp_path):
 
 # A toy job: the engine is generic, and faults are cheapest to inject where no model loads.
 
-def toy_worker(calls: str, die_at: int = -1, marker: str | None = None, healed: bool = False):
+def toy_worker(calls: str, die_at: int = -1, marker: str | None = None, healed: bool = False,
+               loads: str | None = None):
+    if loads is not None:
+        with open(loads, "a") as f:
+            f.write("load\n")   # the model loaded: once per actor, and again when a dead one restarts
+
     def records(items):
         out = []
         for item in items:
@@ -256,11 +261,11 @@ def toy_worker(calls: str, die_at: int = -1, marker: str | None = None, healed: 
     return records
 
 
-def toy_job(calls: str, die_at: int = -1, marker: str | None = None, ids=None) -> Job:
+def toy_job(calls: str, die_at: int = -1, marker: str | None = None, ids=None, loads: str | None = None) -> Job:
     import functools
     ids = ids or [f"photo{i}" for i in range(6)]
     return Job("toy", [{"index": i, "id": p} for i, p in enumerate(ids)], {"what": "double"},
-               functools.partial(toy_worker, calls, die_at, marker), chunk=1)
+               functools.partial(toy_worker, calls, die_at, marker, loads=loads), chunk=1)
 
 
 def test_a_worker_killed_mid_run_is_retried_on_ray(ray_session, tmp_path):
@@ -272,11 +277,17 @@ def test_a_worker_killed_mid_run_is_retried_on_ray(ray_session, tmp_path):
 
 
 def test_a_photo_that_always_fails_is_an_error_record_not_a_crashed_run(ray_session, tmp_path):
-    ids = ["photo0", "broken", "photo2", "poison", "photo4"]
+    ids = ["photo0", "broken", "photo2", "poison", "photo4", "photo5", "photo6", "photo7"]
+    loads = str(tmp_path / "loads.txt")
     for engine in ("local", "ray"):
-        job = toy_job(str(tmp_path / f"calls-{engine}.txt"), ids=ids if engine == "ray" else ids[:3])
+        job = toy_job(str(tmp_path / f"calls-{engine}.txt"), ids=ids if engine == "ray" else ids[:3],
+                      loads=loads if engine == "ray" else None)
         records = run(job, str(tmp_path / engine), engine)
         by_id = {r["id"]: r for r in records}
         assert by_id["broken"]["error"] == "ValueError: cannot read this photo"
         assert by_id["photo2"]["value"] == 4 and by_id["photo0"]["value"] == 0
-    assert "error" in by_id["poison"] and by_id["photo4"]["value"] == 8   # the run went on past it
+    assert "error" in by_id["poison"] and by_id["photo7"]["value"] == 14   # the run went on past it
+    # the model is loaded once per actor, and again only when the poison photo killed it: never per photo
+    deaths = open(tmp_path / "calls-ray.txt").read().split().count("3")
+    actors = 2   # the one Ray Data worker, then the one actor the photos left run on alone (--workers 1)
+    assert open(loads).read().split().count("load") <= actors + deaths

@@ -28,12 +28,12 @@ class Bigram(CaptionModel):
         return Step(logits, att), state
 
 
-def run(constraints=None, beam=3, need=None):
+def run(constraints=None, beam=3, need=None, prefix=None):
     feats = torch.linspace(0, 1, 6).reshape(1, 6, 1)
     mask = torch.ones(1, 6, dtype=torch.bool)
     words = [[tuple(V.encode(w)) for w in c] for c in constraints] if constraints is not None else None
     return decode(Bigram(), feats, mask, DecodeSettings(beam_size=beam), V, constraints=None if words is None else [words],
-                  need=need)[0]
+                  need=need, prefixes=None if prefix is None else [V.encode(prefix)])[0]
 
 
 def text(h) -> str:
@@ -78,6 +78,16 @@ def test_the_attention_of_each_step_is_the_one_that_emitted_it():
     assert forced.tokens == best.tokens
     assert torch.allclose(forced.attention, best.attention)
     assert forced.logprobs == pytest.approx(best.logprobs, abs=1e-5)
+
+
+def test_a_branch_keeps_the_words_still_to_include():
+    """Branching (a prefix chosen in the app) goes on under the constraints: the caption starts with
+    the prefix and still includes the required word; one the prefix holds already is met."""
+    assert text(run(prefix="the")[0]) == "the field"
+    best = run([["bear"]], prefix="the")[0]
+    assert text(best).startswith("the ") and "bear" in text(best).split()
+    met = run([["dog"]], prefix="a dog")[0]
+    assert text(met) == "a dog in the field" and met.required == {0: [1]}
 
 
 def test_bad_constraints_are_refused():
@@ -147,3 +157,41 @@ def test_the_app_marks_the_words_it_was_asked_to_mention(captioner, photo):
     marked = [t for t, label in labels.items() if label == "required"]
     assert [ex.trace.steps[t].word for t in marked] in (["cat"], ["cats"])
     assert studio.explore(photo, "sat-soft", DecodeSettings(beam_size=2)).trace.words != ex.trace.words
+    # branching from the first word goes on under the same constraint, and so do back and reset
+    t = next(t for t, s in enumerate(ex.trace.steps) if s.word not in ("cat", "cats"))
+    word = next(w for w, _ in ex.trace.steps[t].alternatives if w not in (ex.trace.steps[t].word, "<end>", "cat", "cats"))
+    branched = studio.branch(ex, t, word)
+    assert branched.trace.words[t] == word and {"cat", "cats"} & set(branched.trace.words)
+    assert studio.unbranch(branched).trace.words == ex.trace.words == studio.reset(branched).trace.words
+
+
+def test_must_mention_in_the_browser_marks_the_required_word(server):
+    """Typed into Explore's "Must mention" box, a word the caption would not say is in the caption,
+    marked as required (its own colour), and clicking it draws that step's map."""
+    import os
+
+    from playwright.sync_api import expect, sync_playwright
+
+    from conftest import ASSETS
+    from test_app import _browser
+    url, studio = server
+    with sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.set_default_timeout(60_000)
+        page.goto(url)
+        page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
+        page.wait_for_timeout(1500)
+        page.locator("#mention textarea").fill("cat")
+        page.locator("#run").click()
+        expect(page.locator("#caption")).to_contain_text("cat", timeout=90_000)
+        tokens = page.locator("#caption .token")
+        words = [t.strip() for t in tokens.all_inner_texts()]
+        i = next(i for i, w in enumerate(words) if w.startswith("cat"))
+        colour = tokens.nth(i).evaluate("e => getComputedStyle(e).backgroundColor")
+        other = tokens.nth(0 if i else 1).evaluate("e => getComputedStyle(e).backgroundColor")
+        assert colour.startswith("rgba(253, 230, 138") and other != colour   # the required word's colour (#fde68a)
+        tokens.nth(i).click()                                              # its map: the step that emitted it
+        page.wait_for_function("i => document.querySelector('#view canvas').dataset.shown?.split('|')[1] === String(i)",
+                               arg=i)
+        browser.close()

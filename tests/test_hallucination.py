@@ -45,3 +45,25 @@ def test_why_a_word_nothing_supports_went_wrong():
     assert why_unsupported("dogs", on_bear, units, regions, 0.1).startswith("said from the words before it")
     assert why_unsupported("bear", on_bear, units, regions, 2.0) is None      # detected: supported
     assert why_unsupported("grass", on_bear, units, regions, 2.0) is None     # names no object
+
+
+def test_evaluate_says_why_each_unsupported_word_went_wrong():
+    """Per caption, the object words neither detected nor named by a reference, each with its cause;
+    the report counts the causes."""
+    import numpy as np
+
+    from viewer.analysis.grounding import Caption, grid_units
+    from viewer.analysis.hallucination import unsupported_block, unsupported_words
+    from viewer.engine.vision.boxes import Regions
+    regions = Regions(np.array([[0.0, 0.0, 0.5, 0.5]], np.float32), ["bear"], np.array([0.9], np.float32))
+    attention = np.zeros((6, 196))
+    attention[1, 2 * 14 + 2] = attention[3, 12 * 14 + 12] = 1.0     # "dogs" on the bear, "cat" elsewhere
+    attention[[0, 2, 4, 5], 0] = 1.0
+    words = ["two", "dogs", "and", "cat", "bear", "<end>"]
+    c = Caption(0, words, attention, grid_units(196), regions, (224, 224))
+    found = unsupported_words(c, ["a cat sleeps"])                   # a reference names the cat: supported
+    assert [(w["word"], w["step"]) for w in found] == [("dogs", 1)] and "naming failure" in found[0]["why"]
+    assert [w["word"] for w in unsupported_words(c, ["a grizzly"])] == ["dogs", "cat"]
+    block = unsupported_block([{"id": "a.jpg", "unsupported": unsupported_words(c, ["a grizzly"])}, {"id": "b.jpg"}])
+    assert (block["words"], block["naming failure"], block["nothing detected"]) == (2, 1, 1)
+    assert block["examples"][0].startswith("dogs: looked at a bear") and "(a.jpg)" in block["examples"][0]

@@ -384,8 +384,9 @@ BITMAPS = "() => Number(document.querySelector('#view canvas').dataset.bitmaps |
 
 
 def test_the_page_closes_every_bitmap_it_replaces(server):
-    """Over restyles and new captions, the page holds only the current frames' bitmaps (each word's
-    view and coverage: at most two per step), not every frame it ever made."""
+    """Over 50 restyles and 204 new captions, the page holds only the current frames' bitmaps (each
+    word's view and coverage: at most two per step), not every frame it ever made, and its heap stays
+    bounded."""
     from playwright.sync_api import expect, sync_playwright
     url, _ = server
     with sync_playwright() as p:
@@ -417,6 +418,20 @@ def test_the_page_closes_every_bitmap_it_replaces(server):
             expect(page.locator("#caption")).not_to_have_text(caption, timeout=90_000)
             made.append(settled())
         assert max(made) <= 2 * 21   # a caption has at most 20 words and <end>
+        # 200 captions more, as the server sends them (the last trace replayed under new keys), each
+        # drawn before the next arrives: the bitmaps stay the current trace's, the heap does not grow
+        heap = "() => (window.gc && window.gc(), performance.memory.usedJSHeapSize)"
+        used = []
+        for i in range(200):
+            key = page.evaluate("(i) => { const S = window.__viewerMain, key = S.payload.key.split('#')[0] + '#' + i;"
+                                " S.load({...S.payload, key}); return key; }", i)
+            page.wait_for_function("(k) => document.querySelector('#view canvas').dataset.shown?.startsWith(k + '|')",
+                                   arg=key)
+            if i in (19, 199):
+                made.append(settled())
+                used.append(page.evaluate(heap))
+        assert max(made) <= 2 * 21
+        assert used[1] < used[0] + 20e6, used        # 180 captions later: not 180 captions' frames more
         browser.close()
 
 

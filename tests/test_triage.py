@@ -32,6 +32,14 @@ def test_triage_end_to_end(captioner, tiny_data, tmp_path):
     assert [r["image"] for r in table] == [r["image"] for r in ranked]
     assert [json.loads(line)["image"] for line in open(out["traces"])] == [r["image"] for r in ranked[:-1]]
     assert all(r["grounding"] is None or 0.0 <= r["grounding"] <= 1.0 for r in rows if "caption" in r)
+    # why a word went wrong: only object words neither detected nor named by a reference, each with a cause
+    from viewer.analysis.grounding import word_class
+    from viewer.analysis.hallucination import named
+    for r in (r for r in rows if r.get("why_wrong")):
+        for part in r["why_wrong"].split("; "):
+            word, why = part.split(": ", 1)
+            assert word in r["not_detected"].split() and word_class(word) not in named(" ".join(refs[r["image"]]))
+            assert why.startswith(("said from the words before it", "looked at a", "looked at nothing"))
 
 
 def test_triage_sorts_by_how_much_the_object_words_were_seen(captioner, tiny_data, monkeypatch):
@@ -52,6 +60,11 @@ def test_triage_sorts_by_how_much_the_object_words_were_seen(captioner, tiny_dat
     monkeypatch.setattr(T, "seen_dependence", lambda pipe: np.zeros(pipe.steps))
     flagged = triage(captioner, "sat-soft", paths, log=lambda *a: None)
     assert any(r["said_not_seen"] for r in flagged) and all(r["seen"] in (None, 0.0) for r in flagged)
+    # with no references, every object word the detector missed is unsupported: here said, not seen
+    for r in flagged:
+        whys = [part.split(": ", 1) for part in r["why_wrong"].split("; ")] if r["why_wrong"] else []
+        assert [w for w, _ in whys] == r["not_detected"].split()
+        assert all(why.startswith("said from the words before it") for _, why in whys)
 
 
 def test_the_app_lists_and_reads_triage_runs_by_name_only(captioner, tiny_data, tmp_path):

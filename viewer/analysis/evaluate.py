@@ -21,7 +21,7 @@ import numpy as np
 from ..engine.vocab import tokenize
 from ..engine.decoding import DecodeSettings, Hypothesis
 from .guide import detected_words, sayable
-from .hallucination import hallucination_block
+from .hallucination import hallucination_block, unsupported_block, unsupported_words
 from ..engine.constraints import constraint_tokens
 from .faithfulness import WordFaithfulness, faithfulness_block, measure
 from .generation import generate
@@ -120,9 +120,10 @@ def _captions(loaded, items, images: list[int], hyps: list[Hypothesis], sizes: l
 def _record(index: int, path: str, caption: str, references: list[str], regions, seconds: float,
             own: Caption, forced: list[Caption]) -> dict:
     """One photo's record: its caption and references (the reduce scores them over the whole set),
-    the grounding parts of its own caption and of each forced reference, and the detector's recall."""
+    the grounding parts of its own caption and of each forced reference, the detector's recall, and
+    why each object word nothing supports went wrong."""
     return {"index": index, "id": path, "caption": caption, "references": list(references), "seconds": seconds,
-            "detector_found": detector_found(references, regions),
+            "detector_found": detector_found(references, regions), "unsupported": unsupported_words(own, references),
             "generated": caption_part(own), "forced": [caption_part(c) for c in forced]}
 
 
@@ -208,6 +209,7 @@ def reduce_records(records: list[dict], meteor: bool = True) -> tuple[dict, dict
     metrics = score_captions(captions, {r["id"]: r["references"] for r in records}, meteor=meteor)
     metrics["images_per_s"] = round(len(records) / max(sum(r["seconds"] for r in records), 1e-9), 1)
     metrics["hallucination"] = hallucination_block(captions, {r["id"]: r["references"] for r in records})
+    metrics["hallucination"]["why"] = unsupported_block(records)
     found = [f for r in records for f in r["detector_found"]]
     report = {"boxes": PROXY_BOXES, "detector_recall": detector_recall(found),
               "generated": block_of(r["generated"] for r in records),

@@ -21,6 +21,7 @@ The same fractions are the targets of the attention supervision loss (`models.ba
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
@@ -58,8 +59,9 @@ SYNONYMS = {
 
 
 def word_forms(word: str) -> list[str]:
-    """A caption word, lower case, then its singular guesses ('dogs' -> 'dog', 'boxes' -> 'box')."""
-    w = word.lower()
+    """A caption word, lower case and without a possessive ("man's" -> 'man', "dogs'" -> 'dogs'), then
+    its singular guesses ('dogs' -> 'dog', 'boxes' -> 'box')."""
+    w = re.sub(r"['’]s?$", "", word.lower())
     return [c for c in (w, w[:-1] if w.endswith("s") else None, w[:-2] if w.endswith("es") else None) if c]
 
 

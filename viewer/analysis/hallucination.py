@@ -77,3 +77,30 @@ def why_unsupported(word: str, attention, units, regions, dependence: float | No
     if seen:
         return f"looked at a {max(seen)[1]}, said {word}: a naming failure"
     return "looked at nothing the detector found"
+
+
+def unsupported_words(caption, references: list[str]) -> list[dict]:
+    """The object words of a `grounding.Caption` that nothing supports (the detector did not find
+    their class and no reference names it), each with `why_unsupported`'s cause, its dependence
+    on the photo not measured here (so never "said from the words before it")."""
+    there = named(" ".join(references))
+    out = []
+    for t, word in enumerate(caption.words):
+        cls = word_class(word) if word and word != "<end>" else None
+        if cls is not None and cls not in caption.regions.labels and cls not in there:
+            out.append({"word": word, "step": t,
+                        "why": why_unsupported(word, caption.attention[t], caption.units, caption.regions, None)})
+    return out
+
+
+CAUSES = {"naming failure": "naming failure", "nothing detected": "looked at nothing", "said from the words before it":
+          "said from the words"}
+
+
+def unsupported_block(records: list[dict]) -> dict:
+    """Why the unsupported object words of the records' captions went wrong: how many of each cause,
+    with a few examples (word, cause, photo)."""
+    words = [dict(w, image=r["id"]) for r in records for w in r.get("unsupported", [])]
+    counts = {name: sum(key in w["why"] for w in words) for name, key in CAUSES.items()}
+    return {"words": len(words), **counts, "dependence": "not measured (evaluate reads cached features; triage and "
+            "the app measure it)", "examples": [f"{w['word']}: {w['why']} ({w['image']})" for w in words[:10]]}

@@ -1,4 +1,5 @@
-"""The README's and the model card's which-map-to-trust figures, generated from the committed reports.
+"""The README's and the model card's generated figures (which map to trust, naming, answers, speed),
+from the committed reports.
 
 `reports/explain/MODEL.json` is `python -m viewer.analysis.explain_eval`'s report of a model (the
 reduce of its per-photo records, MODEL.jsonl beside it). `python -m viewer.analysis.tables` writes
@@ -156,19 +157,30 @@ def load_evaluations(folder: str = EVALUATIONS) -> dict[str, dict]:
     return {m: found[m] for m in sorted(found, key=lambda m: (MODELS.index(m) if m in MODELS else len(MODELS), m))}
 
 
-def naming_table(_reports=None, evaluations: dict[str, dict] | None = None) -> str:
+GUIDED = os.path.join(ROOT, "reports", "guide")   # `evaluate --guide detector --out reports/guide/MODEL-SPLIT-T`
+
+
+def naming_table(_reports=None, evaluations: dict[str, dict] | None = None, guided: dict[str, dict] | None = None) -> str:
     """Per model: BLEU-4 and CIDEr beside object hallucination (CHAIR_i, CHAIR_s) and object recall,
-    with their image-level 95% intervals, from the committed evaluations (reports/eval/)."""
+    with their image-level 95% intervals, from the committed evaluations (reports/eval/), each
+    followed by the same model guided by the detector on the same photos (reports/guide/); and why
+    the object words nothing supports went wrong."""
     evaluations = load_evaluations() if evaluations is None else evaluations
     if not evaluations:
         return "No evaluation is committed yet."
-    lines = ["| model | photos | BLEU-4 | CIDEr | CHAIR_i [95%] | CHAIR_s [95%] | object recall [95%] |",
-             "|---|---|---|---|---|---|---|"]
+    guided = load_evaluations(GUIDED) if guided is None else guided
+    lines = ["| model | decoding | photos | BLEU-4 | CIDEr | CHAIR_i [95%] | CHAIR_s [95%] | object recall [95%] "
+             "| unsupported object words: looked at another object / at nothing detected |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for model, r in evaluations.items():
-        h = r["hallucination"]
-        lines.append(f"| `{model}` | {r['images']} {r['split']} | {r['BLEU-4']:.2f} | {r['CIDEr']:.2f} | "
-                     f"{_f(h['chair_i'], 3)}{_ci(h['chair_i_ci'])} | {_f(h['chair_s'], 3)}{_ci(h['chair_s_ci'])} | "
-                     f"{_f(h['object_recall'], 3)}{_ci(h['object_recall_ci'])} |")
+        runs = [("beam 3", r)] + [(f"beam 3, must name the detector's classes >= {g['guide']['threshold']}", g)
+                                  for g in guided.values() if g["model"] == model and g["split"] == r["split"]]
+        for decoding, g in runs:
+            h, why = g["hallucination"], g["hallucination"].get("why")
+            cause = "–" if why is None else f"{why['words']}: {why['naming failure']} / {why['nothing detected']}"
+            lines.append(f"| `{model}` | {decoding} | {g['images']} {g['split']} | {g['BLEU-4']:.2f} | {g['CIDEr']:.2f} | "
+                         f"{_f(h['chair_i'], 3)}{_ci(h['chair_i_ci'])} | {_f(h['chair_s'], 3)}{_ci(h['chair_s_ci'])} | "
+                         f"{_f(h['object_recall'], 3)}{_ci(h['object_recall_ci'])} | {cause} |")
     return "\n".join(lines)
 
 
@@ -205,9 +217,46 @@ def answers_table(_reports=None, folder: str = ANSWERS) -> str:
     return "\n".join(lines) + note
 
 
+SPEED = os.path.join(ROOT, "reports", "speed")   # `make speed`: inprocess.json, browser.json, engines.json
+
+
+def _speed(name: str, what: str, command: str, render_report) -> str:
+    path = os.path.join(SPEED, name)
+    if not os.path.exists(path):
+        return f"No {what} report is committed yet (`{command}`)."
+    return render_report(json.load(open(path))) + f"\n\n(reports/speed/{name}, written by `{command}`.)"
+
+
+def speed_table(_reports=None) -> str:
+    """In-process timings: photo to trace per stage, explanations, ask, app start (reports/speed/inprocess.json)."""
+    from ..measure.bench import table
+    return _speed("inprocess.json", "in-process speed", "python -m viewer bench --ask --explain --startup --json", table)
+
+
+def browser_table(_reports=None) -> str:
+    """What a person feels, in headless chromium (reports/speed/browser.json)."""
+    from ..measure.browserbench import table
+    return _speed("browser.json", "browser", "python -m viewer.measure.loadtest --browser --photos 6 --ask --pair", table)
+
+
+def engines_line(_reports=None) -> str:
+    """Photos per second of a dataset command, local and on Ray (reports/speed/engines.json,
+    `measure.engines.engine_bench`)."""
+    def summary(r: dict) -> str:
+        return (f"`{r['command']}` of `{r['model']}` on {r['photos']} {r['split']} photos, {r['cpus']} cores: local "
+                f"{r['local']['photos_per_s']} photos/s ({r['local']['seconds']} s, torch's default threads), local "
+                f"with 1 thread {r['local_1_thread']['photos_per_s']} photos/s ({r['local_1_thread']['seconds']} s), "
+                f"`--engine ray --workers 1` {r['ray_1_worker']['photos_per_s']} photos/s "
+                f"({r['ray_1_worker']['seconds']} s). Ray's start-up takes {r['ray_start_s']} s, and it adds "
+                f"{r['ray_overhead_per_photo_s']} s a photo over the same 1-thread work (the actor's model load, "
+                "batches through the object store, Ray's own processes).")
+    return _speed("engines.json", "engines", "python -m viewer bench --engines --models sat-soft --photos 24", summary)
+
+
 BLOCKS = {"which-map-summary": summary, "which-map-coverage": coverage, "which-map-table": method_table,
           "which-map-verdicts": verdicts, "sun-ablation": sun_table, "naming-table": naming_table,
-          "answers-table": answers_table}
+          "answers-table": answers_table, "speed-table": speed_table, "browser-table": browser_table,
+          "engines-line": engines_line}
 
 
 def render(text: str, reports: dict[str, dict]) -> str:

@@ -16,7 +16,8 @@ from PIL import Image
 from ..engine.decoding import DecodeSettings
 from .diagnose import sanity
 from .explain import Pipeline, available_methods
-from .grounding import grounding, grounding_summary, word_class
+from .grounding import grounding, grounding_summary, trace_units, word_class
+from .hallucination import named, why_unsupported
 from .pixel_faithfulness import said_not_seen, seen_dependence
 from .evaluate import score_captions
 from ..engine.images import ImageError, load_photo
@@ -47,12 +48,15 @@ def triage_records(captioner, model: str, items: list[dict], references: dict[st
         for index, photo, beams, reg in zip(indices, photos, captioner.caption(photos, model, settings), regions):
             trace = beams[0]
             found = grounding(trace, reg)
+            looked, dependence = _looked_vs_used(captioner, photo, model, trace)
+            there = named(" ".join(references[photo.name])) if references else set()
             records[index] = {
                 "index": index, "id": photo.name, "caption": trace.caption,
                 "confidence": round(float(np.mean([s.logprob for s in trace.steps])), 4),
                 "grounding": grounding_summary(found)["mass_in_box"],
                 "not_detected": " ".join(g.word for g in found if g.inside is None),
-                "static_attention": sanity(trace)["static"], **_looked_vs_used(captioner, photo, model, trace),
+                "why_wrong": _why_wrong(trace, found, reg, dependence, there),
+                "static_attention": sanity(trace)["static"], **looked,
                 "trace": trace.to_json()}
             # drawn from the trace as recorded (rounded), so equal records draw equal strips on any engine
             shown = AttentionTrace.from_json(records[index]["trace"])
@@ -89,17 +93,26 @@ def triage(captioner, model: str, paths: list[str], references: dict[str, list[s
     return reduce_triage(json.loads(json.dumps(records)))
 
 
-def _looked_vs_used(captioner, photo, model: str, trace) -> dict:
+def _why_wrong(trace, found, regions, dependence, there: set[str]) -> str:
+    """For each object word nothing supports (its class not detected, nor named by a reference when
+    there are references): why it went wrong (`hallucination.why_unsupported`)."""
+    units = trace_units(trace)
+    return "; ".join(f"{g.word}: " + why_unsupported(g.word, trace.steps[g.step].attention, units, regions,
+                                                     None if dependence is None else float(dependence[g.step]))
+                     for g in found if g.inside is None and g.coco_class not in there)
+
+
+def _looked_vs_used(captioner, photo, model: str, trace) -> tuple[dict, np.ndarray | None]:
     """`seen`: the lowest visual dependence of the caption's object words (nats; the larger drop of the
-    photo blurred away and removed, `seen_dependence`), `said_not_seen`: those below SEEN; nothing
-    for models that do not read our encoder."""
+    photo blurred away and removed, `seen_dependence`), `said_not_seen`: those below SEEN; and the
+    dependence of every step. Nothing for models that do not read our encoder."""
     if available_methods(captioner, model) == ("attention",):
-        return {}
+        return {}, None
     dependence = seen_dependence(Pipeline(captioner, photo, model, trace.token_ids))
     words = trace.step_words()   # each word once, at its first token
     objects = [d for w, d in zip(words, dependence) if word_class(w)]
     return {"seen": round(float(min(objects)), 4) if objects else None,
-            "said_not_seen": " ".join(said_not_seen(words, dependence))}
+            "said_not_seen": " ".join(said_not_seen(words, dependence))}, dependence
 
 
 def triage_answers(captioner, model: str, items: list, log=print) -> list[dict]:
@@ -155,8 +168,7 @@ def write_report(rows: list[dict], out_dir: str, model: str, sort: str, what: st
     """report.html (self-contained), results.csv and traces.jsonl in out_dir (`what` the rows are)."""
     os.makedirs(out_dir, exist_ok=True)
     fields = ["rank", "model", "image", "question", "answer", "right", "caption", "CIDEr", "BLEU-4", "METEOR", "grounding", "confidence", "seen",
-              "said_not_seen", "not_detected",
-              "static_attention", "error"]
+              "said_not_seen", "not_detected", "why_wrong", "static_attention", "error"]
     paths = {k: os.path.join(out_dir, n) for k, n in
              (("html", "report.html"), ("csv", "results.csv"), ("traces", "traces.jsonl"))}
     with open(paths["csv"], "w", newline="") as f:
@@ -177,6 +189,8 @@ def write_report(rows: list[dict], out_dir: str, model: str, sort: str, what: st
         facts = " &middot; ".join(f"{k} {r[k]}" for k in ("CIDEr", "BLEU-4", "METEOR", "grounding", "confidence", "seen")
                                   if r.get(k) is not None)
         refs = "".join(f"<li>{esc(c)}</li>" for c in r.get("references", []))
+        if r.get("why_wrong"):
+            facts += f'<div class="why">not there: {esc(r["why_wrong"])}</div>'
         cards.append(
             f'<tr id="row-{n}"><td>{n}</td><td><img src="{r["thumb"]}"></td>'
             f'<td><div class="cap">{esc(r["caption"])}</div><div class="facts">{facts}</div>'

@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -48,7 +49,7 @@ from ..engine.vocab import tokenize
 from .grounding import Grounding, bootstrap_ci, grid_units, ground_word, grounding_summary, word_forms
 
 WORD_MATCHING = ('a caption word grounds against a box key that equals it (case-insensitive) or equals it '
-                 'without a plural "s" or "es" ("dogs" -> "dog", "boxes" -> "box")')
+                 'without a possessive or a plural "s" or "es" ("man\'s" -> "man", "dogs" -> "dog", "boxes" -> "box")')
 EXTRA_METHODS = ("occlusion", "gradcam", "relevancy")
 
 
@@ -144,7 +145,7 @@ def _entry(label: str, folder: str, key: str, value, check_photos: bool) -> Boxe
         if name in boxes:
             raise BoxFileError(f"{where}: the word {word!r} is given twice in \"boxes\"")
         boxes[name] = _boxes(f"{where}: boxes of {word!r}", spec)
-    words = tokenize(caption)
+    words = tokenize(caption) + re.findall(r"[a-z0-9]+(?:['’-][a-z0-9]+)+", caption.lower())   # "t-shirt" too
     for name in boxes:
         if not any(match_key(w, {name}) for w in words):
             raise BoxFileError(f"{where}: the word {name!r} in \"boxes\" is not in the {what} {caption!r} "

@@ -160,6 +160,7 @@ class Exploration:
     explained: dict = field(default_factory=dict)             # (method, tokens) -> Explanation, computed so far
     dependence: dict = field(default_factory=dict)            # tokens -> (T,) visual dependence, nats
     sent_view: str | None = None                              # the key of what the page's view holds (Studio.page_view)
+    required: tuple | None = None                             # the words the caption must include (Studio.decode)
 
     def __post_init__(self):
         if self.display is None:
@@ -278,10 +279,11 @@ class Studio:
     def explore(self, photo_source, model: str, settings: DecodeSettings, required: tuple | None = None) -> Exploration:
         """A new Exploration of a photo (a file, opened once: `open_photo`) with a model's decode."""
         if isinstance(photo_source, Photo):
-            return Exploration(photo_source, model, settings, self.decode(photo_source, model, settings, None, required))
+            return Exploration(photo_source, model, settings, self.decode(photo_source, model, settings, None, required),
+                               required=required)
         opened = self.open_photo(photo_source)
         return Exploration(opened.photo, model, settings, self.decode(opened.photo, model, settings, None, required),
-                           display=opened.display, display_key=opened.key)
+                           display=opened.display, display_key=opened.key, required=required)
 
     def ask(self, photo_source, model: str, question: str) -> Exploration:
         """A new Exploration whose trace is a question answering model's answer (one word, then
@@ -351,22 +353,23 @@ class Studio:
         token = s.alternative_ids[shown.index(word)] if word in shown and s.alternative_ids else \
             vocab.index.get(word, vocab.unk)
         prefix = ex.trace.token_ids[:step] + [token]
-        if token == vocab.end:
+        if token == vocab.end:   # the caption ends here: scored as it stands, whatever it was to include
             settings = replace(ex.settings, strategy="forced")
             beams = self.decode(ex.photo, ex.model, settings, prefix, question=ex.trace.question)
-        else:
-            beams = self.decode(ex.photo, ex.model, ex.settings, prefix, question=ex.trace.question)
+        else:                    # the model goes on, still to include the words it must
+            beams = self.decode(ex.photo, ex.model, ex.settings, prefix, ex.required, question=ex.trace.question)
         return replace(ex, beams=beams, beam=0, step=step, prefixes=ex.prefixes + [prefix])
 
     def unbranch(self, ex: Exploration) -> Exploration:
         """Back one branch (the memoised decodes make this instant)."""
         prefixes = ex.prefixes[:-1]
-        beams = self.decode(ex.photo, ex.model, ex.settings, prefixes[-1] if prefixes else None, question=ex.trace.question)
+        beams = self.decode(ex.photo, ex.model, ex.settings, prefixes[-1] if prefixes else None, ex.required,
+                            question=ex.trace.question)
         return replace(ex, beams=beams, beam=0, step=min(ex.step, len(beams[0].steps) - 1), prefixes=prefixes)
 
     def reset(self, ex: Exploration) -> Exploration:
-        return replace(ex, beams=self.decode(ex.photo, ex.model, ex.settings, question=ex.trace.question), beam=0,
-                       step=0, prefixes=[])
+        return replace(ex, beams=self.decode(ex.photo, ex.model, ex.settings, None, ex.required,
+                                             question=ex.trace.question), beam=0, step=0, prefixes=[])
 
     # --- explaining ----------------------------------------------------------------------------
     def explain(self, ex: Exploration, method: str) -> Explanation:

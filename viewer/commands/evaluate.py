@@ -203,6 +203,11 @@ def text(result: dict) -> str:
         lines.append(f"hallucination  CHAIR_i {named['chair_i']} {named['chair_i_ci']}  CHAIR_s {named['chair_s']} "
                      f"{named['chair_s_ci']}  object recall {named['object_recall']} {named['object_recall_ci']}  "
                      f"({named['captions']} captions; {len(named['hallucinated'])} name an object no reference names)")
+        why = named.get("why")
+        if why:
+            lines.append(f"  why          {why['words']} object words neither detected nor in a reference: "
+                         + ", ".join(f"{why[c]} {c}" for c in ("naming failure", "nothing detected"))
+                         + (f"; e.g. {why['examples'][0]}" if why["examples"] else ""))
     lines.append(f"grounding      ({grounding.pop('boxes')})")
     heads = grounding.pop("heads_forced", {})
     for which, block in grounding.items():

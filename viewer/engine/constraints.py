@@ -23,12 +23,16 @@ Requirement = tuple[list[str], str]  # the words any of which meets it, and who 
 
 
 class ConstrainedSearch:
-    def __init__(self, constraints: list[list[Constraint]], beam: int, need: int | None = None):
+    def __init__(self, constraints: list[list[Constraint]], beam: int, need: int | None = None,
+                 prefixes: list[list[int]] | None = None):
+        """`prefixes`: per image, tokens every caption starts with (branching: a word chosen in the
+        app, the constraints still to meet after it)."""
         if any(len(c) > MAX_CONSTRAINTS for c in constraints):
             raise ValueError(f"at most {MAX_CONSTRAINTS} constraints per photo")
         if any(not words or any(not w for w in words) for c in constraints for words in c):
             raise ValueError("a constraint needs at least one word, and a word at least one token")
         self.sets = [[[tuple(w) for w in words] for words in c] for c in constraints]
+        self.prefixes = prefixes or [[] for _ in constraints]
         self.beam, self.states = beam, 2 ** max((len(c) for c in constraints), default=0)
         self.k = beam * self.states
         self.need = [len(c) if need is None else min(need, len(c)) for c in self.sets]
@@ -53,19 +57,23 @@ class ConstrainedSearch:
                 out.add(w[done])
         return out
 
-    def propose(self, logp: torch.Tensor, scores: torch.Tensor) -> list[list[tuple]]:
+    def propose(self, logp: torch.Tensor, scores: torch.Tensor, t: int) -> list[list[tuple]]:
         """Per image: candidate (row, word, total score, word log-prob), best first: each live row's
         best 2 * beam tokens (each state's bank is searched as a beam of its own) and its
-        constrained next tokens."""
+        constrained next tokens; within the image's prefix, only the prefix's token at step t."""
         n_img, k = scores.shape
         total = scores.view(-1, 1) + logp
         best = total.topk(min(2 * self.beam, logp.shape[1]), dim=1).indices.tolist()
         out = []
         for i in range(n_img):
-            cands = set()
+            cands, prefix = set(), self.prefixes[i]
             for j in range(k):
                 row = i * k + j
-                if scores[i, j].item() != float("-inf"):
+                if scores[i, j].item() == float("-inf"):
+                    continue
+                if t < len(prefix):
+                    cands.add((row, prefix[t]))
+                else:
                     cands |= {(row, w) for w in best[row]} | {(row, w) for w in self.next_tokens(i, row)}
             rows = torch.tensor([r for r, _ in cands])
             words = torch.tensor([w for _, w in cands])

@@ -104,7 +104,7 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     _check(settings, mask, prefixes, steer, hide, constraints)
     start, end = vocab.start, vocab.end
     model.eval()
-    search = None if constraints is None else ConstrainedSearch(constraints, settings.width, need)
+    search = None if constraints is None else ConstrainedSearch(constraints, settings.width, need, prefixes)
     n_img, k, device = feats.shape[0], settings.width if search is None else search.k, feats.device
     prefixes = prefixes or [[] for _ in range(n_img)]
     longest = max(len(p) for p in prefixes)
@@ -133,7 +133,7 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
                   "outside": step.outside}
         parents, new_words, new_scores, word_lp = (
             _select(_propose(logp, scores, prefixes, t, settings, generator), finished, t, k, end) if search is None
-            else search.select(search.propose(logp, scores), finished, t, end, Ending))
+            else search.select(search.propose(logp, scores, t), finished, t, end, Ending))
         parents_t = torch.tensor(parents, device=device)
         record.update(parent=parents, word=new_words, word_lp=word_lp)
         history.append(record)
@@ -161,8 +161,8 @@ def _constrained(search: ConstrainedSearch, history, finished, scores, n_img, k,
 
 
 def _check(settings: DecodeSettings, mask, prefixes, steer, hide, constraints) -> None:
-    if constraints is not None and (settings.strategy not in ("beam", "greedy") or prefixes or len(constraints) != len(mask)):
-        raise ValueError("constrained decoding is beam search (or greedy) from the start, one constraint list per image")
+    if constraints is not None and (settings.strategy not in ("beam", "greedy") or len(constraints) != len(mask)):
+        raise ValueError("constrained decoding is beam search (or greedy), one constraint list per image")
     if settings.strategy == "forced" and not prefixes:
         raise ValueError("forced decoding needs the caption to score")
     if steer is not None and steer[1].shape != mask.shape:

@@ -22,6 +22,7 @@ from .device import pick_device
 from .images import AttendsTo, Photo
 from .trace import AttentionTrace, build_trace
 from .vocab import tokenize
+from .words import word_pieces
 from .vision import FeatureSource, ImageFeatures, VisionStack, model_inputs
 from .vision.carried import CarriedEncoder
 from .vision.precomputed import FeatureFiles, FeaturesNotFound
@@ -218,9 +219,10 @@ def typed_words(trace: AttentionTrace, caption: str) -> None:
     """A whole-word model forced through typed text: a word its vocabulary lacks (<unk>) keeps its
     typed text in the word layer, so boxes and grounding still find it (and know it is unknown)."""
     typed = tokenize(caption)
-    if trace.text is None and len(typed) == sum(w.text != "<end>" for w in trace.word_spans):
-        trace.word_spans = [w if w.known or i >= len(typed) else replace(w, text=typed[i])
-                            for i, w in enumerate(trace.word_spans)]
+    if trace.text is None and len(typed) == sum(s.word != "<end>" for s in trace.steps):   # a step per typed word
+        pieces = word_pieces(typed)
+        trace.word_spans = [w if w.known else replace(w, text="".join(pieces[w.first:w.last + 1]).strip())
+                            for w in trace.word_spans]
 
 
 def _steer_maps(maps: list[np.ndarray], sizes: list[int], k: int) -> torch.Tensor:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .images import AttendsTo, GRID, grid_side, to_pixels
-from .words import WORD_MAP, Word, first_step_words, split_words, step_index
+from .words import WORD_MAP, Word, first_step_words, split_words, step_index, word_pieces
 
 
 def entropy(attention: np.ndarray) -> float:
@@ -98,8 +98,11 @@ class AttentionTrace:
 
     @property
     def caption(self) -> str:
-        """What the model's tokens spell (a forced word the vocabulary lacks reads <unk>)."""
-        return self.text if self.text is not None else " ".join(s.word for s in self.steps if s.word != "<end>")
+        """What the model's tokens spell ("man's" and "t-shirt" joined as the word layer joins them; a
+        forced word the vocabulary lacks reads <unk>)."""
+        if self.text is not None:
+            return self.text
+        return "".join(word_pieces([s.word for s in self.steps if s.word != "<end>"])).strip()
 
     @property
     def grid_side(self) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from .words import Word, split_words
+from .words import Word, split_words, word_pieces
 
 PAD, START, END, UNK = "<pad>", "<start>", "<end>", "<unk>"
 SPECIALS = [PAD, START, END, UNK]
@@ -47,15 +47,17 @@ class Vocabulary:
         return [self.words[i] for i in ids]
 
     def text(self, ids) -> str:
-        """The caption the tokens spell (specials left out)."""
-        return " ".join(self.words[i] for i in ids if i not in (self.end, self.start, self.pad))
+        """The caption the tokens spell (specials left out; "man's", "t-shirt" joined, as the word layer reads them)."""
+        return "".join(word_pieces([self.words[i] for i in ids if i not in (self.end, self.start, self.pad)])).strip()
 
     def display(self, token: int) -> str:
         """A token as a person reads it (a next-word choice, a branch)."""
         return self.words[token]
 
     def word_spans(self, ids) -> list[Word]:
-        """The words of a token sequence (words.py): here one per token."""
-        tokens = self.decode(ids)
-        return split_words(tokens, tokens, None, [i in (self.end, self.start, self.pad) for i in ids],
-                           [i == self.unk for i in ids])
+        """The words of a token sequence (words.py): one per token, a possessive "s" and the second
+        half of a `words.COMPOUNDS` pair joined to the token before."""
+        tokens, special = self.decode(ids), [i in (self.end, self.start, self.pad) for i in ids]
+        pieces = [tok if sp else piece for tok, piece, sp in zip(tokens, word_pieces(tokens), special)]
+        return split_words(tokens, pieces, None, special, [i == self.unk for i in ids])
+

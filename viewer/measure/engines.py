@@ -43,3 +43,4 @@ def engine_bench(model: str, data: str, split: str, photos: int = 24, checkpoint
                       "are independent and each actor loads the model once; on one machine, at most its cores "
                       "divided by each worker's threads, and Ray needs a CPU free for its own tasks")
     return out
+
