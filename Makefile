@@ -50,14 +50,15 @@ qa: setup
 	$(PY) -m viewer.analysis.tables
 
 # The README's speed tables, measured on this machine (run it idle: other jobs slow every figure):
-# in-process (`bench`) and in headless chromium (`loadtest --browser`) into reports/speed/, then the
-# tables; then photos per second of a dataset command, local and on Ray (DATA: the Flickr8k folder).
-# About 25 minutes on 2 cores.
+# in-process (`bench`), in headless chromium (`loadtest --browser`), 20 sessions at once (`loadtest`)
+# and the photos per second of a dataset command, local and on Ray (DATA: the Flickr8k folder), into
+# reports/speed/, then the tables. About 25 minutes on 2 cores.
 speed: setup browser
 	mkdir -p reports/speed
 	$(PY) -m viewer bench --ask --explain --startup --json > reports/speed/inprocess.json.part
 	mv reports/speed/inprocess.json.part reports/speed/inprocess.json
 	$(PY) -m viewer.measure.loadtest --browser --photos 6 --ask --pair --out reports/speed/browser.json > /dev/null
+	$(PY) -m viewer.measure.loadtest --clients 20 --out reports/speed/load.json > /dev/null
 	$(PY) -m viewer bench --engines --models sat-soft --photos 24 --data $(DATA) > reports/speed/engines.json.part
 	mv reports/speed/engines.json.part reports/speed/engines.json
 	$(PY) -m viewer.analysis.tables

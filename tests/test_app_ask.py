@@ -166,3 +166,51 @@ def test_triage_lists_the_wrong_and_the_guessed_answers(tiny_checkpoints, tiny_d
     code, out, err = run("--checkpoints", tiny_checkpoints, "triage", "--model", "updown", "--data", tiny_data,
                          "--questions", path, "--out", out_dir)
     assert code == 2 and "question answering model" in err and "Traceback" not in err
+
+
+def test_evaluate_questions_runs_on_the_batch_engines_and_resumes(tiny_checkpoints, tiny_data, cache_dir, tmp_path):
+    """evaluate --questions: one record per photo; its report's accuracy is the share said right, the
+    same whether run whole, resumed, or in two shards merged; a captioning model is refused."""
+    import json
+    from conftest import CAPTIONS, tiny_questions
+    from test_cli import run
+    from viewer.data import questions as qa
+    photos = [os.path.join(tiny_data, "images", n) for n in CAPTIONS]
+    items = tiny_questions(photos)
+    path = str(tmp_path / "questions.json")
+    qa.write(path, {"train": items, "dev-report": items}, tiny_data)
+    common = ["--checkpoints", tiny_checkpoints, "evaluate", "--model", "vqa-regions", "--data", tiny_data,
+              "--questions", path, "--cache", cache_dir, "--dependence", "--blind", "vqa-regions"]
+    whole = str(tmp_path / "whole")
+    code, out, err = run(*common, "--out", whole, "--json", timeout=600)
+    assert code == 0, err
+    report = json.loads(out)
+    rows = report["answers"]
+    assert len(rows) == len(items) and report["failed_photos"] == []
+    assert report["accuracy"]["overall"]["accuracy"] == pytest.approx(
+        np.mean([r["said"] == r["answer"] for r in rows]), abs=1e-4)
+    assert report["looked_or_guessed"]["same_as_blind"] == 1.0 and all("dependence" in r for r in rows)
+    records = open(os.path.join(whole, "records.jsonl")).read().splitlines()
+    assert len(records) == 1 + len({q.photo for q in items})               # the fingerprint + a record a photo
+    code, out, err = run(*common, "--out", whole, "--json", timeout=600)   # resumed: nothing computed again
+    assert code == 0 and json.loads(out) == report and open(os.path.join(whole, "records.jsonl")).read().splitlines() == records
+    shards = str(tmp_path / "shards")
+    for shard in ("1/2", "2/2"):
+        code, _, err = run(*common, "--out", shards, "--shard", shard, timeout=600)
+        assert code == 0, err
+    code, out, err = run("merge", shards, "--json")
+    assert code == 0, err
+    merged = json.load(open(json.loads(out)["report"]["json"]))
+    assert merged["accuracy"] == report["accuracy"] and merged["looked_or_guessed"] == report["looked_or_guessed"]
+    code, _, err = run("--checkpoints", tiny_checkpoints, "evaluate", "--model", "updown", "--data", tiny_data,
+                       "--questions", path)
+    assert code == 2 and "question answering model" in err and "Traceback" not in err
+    # --explain: every method's map of each answer of the first photo, scored as caption words are
+    code, out, err = run(*common, "--explain", "gradcam", "--explain-photos", "1", "--explain-sanity", "1", "--json",
+                         timeout=600)
+    assert code == 0, err
+    block = json.loads(out)["explain"]
+    first = [q for q in items if q.photo == items[0].photo]
+    assert block["methods"] == ["attention", "gradcam"] and block["photos_asked"] == 1
+    assert block["object_words"] == len(first) and "answer to each question" in block["words"]
+    assert "gradcam" in block["target"]["verdict"] and block["sanity"]["photos"] == 1

@@ -114,8 +114,33 @@ def test_explain_report_block_has_every_key_and_resumes_from_its_records(caption
     assert block["sun_ablation"]["photos"] == 3 and "own caption" in block["sun_ablation"]["protocol"]
     sun = block["sun_ablation"]["by_method"]
     assert set(sun) == {"attention", "gradcam", "random"}
-    if block["sun_ablation"]["object_words"]:
-        assert all(0 <= b["gone"] <= 1 and np.isfinite(b["drop"]) for b in sun.values())
+    words = [w for line in open(records).read().splitlines()[1:] for w in json.loads(line)["sun"]["words"]
+             if w["named_unablated"]]                                     # the reduce is the mean of the records
+    assert block["sun_ablation"]["object_words"] == len(words) >= 1
+    for m, b in sun.items():
+        assert b["gone"] == pytest.approx(np.mean([w["methods"][m]["gone"] for w in words]), abs=1e-4)
+        assert b["drop"] == pytest.approx(np.mean([w["methods"][m]["drop"] for w in words]), abs=1e-4)
+
+
+def test_records_made_without_sun_are_completed_and_give_what_a_whole_run_gives(captioner, tiny_data, tmp_path):
+    """Records written while Sun's ablation was withdrawn get it added (and nothing else changes):
+    the report then equals that of records made with it, one record per photo in the file."""
+    from viewer.analysis.explain_eval import committed_report, complete_sun, explain_report
+    from viewer.data.datasets import load_dataset
+    data = load_dataset(tiny_data)
+    paths = data.split("train")[:2]
+    records = str(tmp_path / "sat-soft.jsonl")
+    explain_report(captioner, "sat-soft", data, paths, methods=("gradcam",), sanity=0, records=records, split="train",
+                   with_insertion=False)
+    whole = committed_report(records, len(paths))
+    lines = open(records).read().splitlines()
+    stripped = [lines[0]] + [json.dumps({k: v for k, v in json.loads(line).items() if k != "sun"}) for line in lines[1:]]
+    open(records, "w").write("\n".join(stripped) + "\n")
+    assert committed_report(records, len(paths))["sun_ablation"] is None
+    assert complete_sun(captioner, data, records) == 2 and complete_sun(captioner, data, records) == 0
+    assert len(open(records).read().splitlines()) == 3                    # the fingerprint + 2 photos, once each
+    drop = lambda b: {k: v for k, v in b.items() if k != "seconds_per_caption"}  # noqa: E731
+    assert json.dumps(drop(committed_report(records, len(paths))), sort_keys=True) == json.dumps(drop(whole), sort_keys=True)
 
 
 def test_verdict_needs_every_imputer_to_agree():

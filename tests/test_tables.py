@@ -60,7 +60,7 @@ def test_each_committed_report_is_the_reduce_of_its_committed_records():
 def test_the_answers_table_reads_its_reports(tmp_path):
     """One row per question answering model beside the commonest answer, in percent with intervals."""
     import json as _json
-    from viewer.analysis.answers import qa_report
+    from viewer.analysis.answers import commonest_answers, qa_report
     from viewer.analysis.tables import answers_table
     from viewer.data.questions import Question
     items = [Question(f"p{i}.jpg", t, f"q{i}", a, 2) for i, (t, a) in
@@ -68,7 +68,8 @@ def test_the_answers_table_reads_its_reports(tmp_path):
     said = ["dog", "dog", "two", "blue", "beach"]
     for name in ("vqa-regions", "vqa-blind"):
         (tmp_path / name).mkdir()
-        report = qa_report(name, said if name == "vqa-regions" else ["man"] * 5, items, items, "dev-report")
+        report = qa_report(name, said if name == "vqa-regions" else ["man"] * 5, items, commonest_answers(items),
+                           "dev-report")
         (tmp_path / name / "report.json").write_text(_json.dumps(report))
     lines = answers_table(folder=str(tmp_path)).splitlines()
     assert lines[2].startswith("| `vqa-regions` | 50.0 [") and "| 100.0 [" in lines[2] and "| 0.0 [" in lines[2]

@@ -42,9 +42,9 @@ def accuracy_block(predicted: list[str], items: list[Question]) -> dict:
     return out
 
 
-def qa_report(name: str, predicted: list[str], items: list[Question], train: list[Question], split: str) -> dict:
-    """One model's report on a split, with the commonest-answer baseline on the same questions."""
-    common = commonest_answers(train)
+def qa_report(name: str, predicted: list[str], items: list[Question], common: dict[str, str], split: str) -> dict:
+    """One model's report on a split, with the commonest-answer baseline (`commonest_answers` of the
+    training questions) on the same questions."""
     return {"about": ABOUT, "model": name, "split": split, "accuracy": accuracy_block(predicted, items),
             "commonest_answer": {"answers": common,
                                  "accuracy": accuracy_block([common.get(q.type, "") for q in items], items)},

@@ -21,6 +21,7 @@ when the run starts again; the report is one reduce of the sorted records (expla
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import asdict
@@ -44,14 +45,15 @@ def object_steps(words: list[str]) -> list[int]:
     return [t for t, w in enumerate(words) if w not in ("", "<end>") and word_class(w) is not None]
 
 
-def explain_photo(captioner, photo, model: str, caption: str, methods: tuple[str, ...], regions, image: int,
+def explain_photo(captioner, photo, model: str, caption, methods: tuple[str, ...], regions, image: int,
                   with_insertion: bool = True, sanity: bool = False, sanity_methods: tuple[str, ...] = (),
-                  imputers: tuple[str, ...] = IMPUTERS) -> dict:
+                  imputers: tuple[str, ...] = IMPUTERS, question: str | None = None) -> dict:
     """One photo and one forced caption: per object word, each method's AUCs under each imputer;
-    grounding items per method; with `sanity`, the cascading-randomisation stages."""
+    grounding items per method; with `sanity`, the cascading-randomisation stages. With `question`,
+    `caption` is a question answering model's answer, scored as one word whatever it names."""
     start = time.perf_counter()
-    pipe = Pipeline(captioner, photo, model, caption)
-    steps = object_steps(pipe.words)
+    pipe = Pipeline(captioner, photo, model, caption, question=question)
+    steps = [0] if question is not None else object_steps(pipe.words)
     out = {"words": [], "grounding": {m: [] for m in methods}, "seconds": {}, "sanity": None, "empty": {}}
     if not steps:
         return out
@@ -153,16 +155,20 @@ def rounded(value, digits: int = 5):
 
 
 def photo_record(captioner, model: str, data, path: str, index: int, methods, regions, references: str,
-                 with_insertion: bool, sanity: bool, sanity_methods, imputers) -> dict:
-    """Every caption of one photo explained and scored: the record `summarise_records` reduces."""
+                 with_insertion: bool, sanity: bool, sanity_methods, imputers, asked: list | None = None) -> dict:
+    """Every caption of one photo explained and scored: the record `summarise_records` reduces.
+    `asked`: (question, answer token ids) pairs of a question answering model, whose answers are
+    explained instead (Sun's ablation decodes captions: not for answers)."""
     photo = load_photo(path)
     reg = regions if regions is not None else captioner.vision.detector.detect(photo.rgb)
     caps = data.captions[path][:1] if references == "first" else data.captions[path]
+    forced = [(c, None) for c in caps] if asked is None else [(answer, q) for q, answer in asked]
     rec = {"index": index, "id": photo_ids(data, [path])[0], "photo": os.path.basename(path), "words": [], "grounding": {m: [] for m in methods},
            "empty": {m: [] for m in methods}, "sanity": None, "seconds": []}
-    for j, caption in enumerate(caps):
+    for j, (caption, question) in enumerate(forced):
         found = explain_photo(captioner, photo, model, caption, methods, reg, index, with_insertion,
-                              sanity=sanity and j == 0, sanity_methods=sanity_methods, imputers=imputers)
+                              sanity=sanity and j == 0, sanity_methods=sanity_methods, imputers=imputers,
+                              question=question)
         rec["words"] += found["words"]
         for m in methods:
             rec["grounding"][m] += [asdict(g) for g in found["grounding"][m]]
@@ -170,9 +176,10 @@ def photo_record(captioner, model: str, data, path: str, index: int, methods, re
         rec["sanity"] = rec["sanity"] or found["sanity"]
         if found["seconds"]:
             rec["seconds"].append({k: round(v, 3) for k, v in found["seconds"].items()})
-    start = time.perf_counter()
-    rec["sun"] = sun_own_caption(captioner, photo, model, methods)
-    rec["seconds"].append({"sun_ablation": round(time.perf_counter() - start, 3)})
+    if asked is None:
+        start = time.perf_counter()
+        rec["sun"] = sun_own_caption(captioner, photo, model, methods)
+        rec["seconds"].append({"sun_ablation": round(time.perf_counter() - start, 3)})
     return rec
 
 
@@ -269,7 +276,6 @@ def main(argv: list[str] | None = None) -> int:
     records grow round-robin, `--step` photos at a time, in the split's order, so a stopped run leaves
     every model with a report of the same photos (each report says how many); run it again to go on."""
     import argparse
-    import json
     from ..engine.pipeline import Captioner
     from ..data.datasets import load_dataset
     p = argparse.ArgumentParser(description=main.__doc__)
@@ -284,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=None)
     p.add_argument("--choose-fine", metavar="FILE", help="instead: choose occlusion-fine's windows on dev-select "
                    "(the first --photos photos, 8 by default) and write the comparison to FILE")
+    p.add_argument("--complete-sun", action="store_true", help="instead: add Sun et al.'s ablation to the records "
+                   "that lack it (of the first --photos photos, if given), then write the reports again")
     args = p.parse_args(argv)
     captioner, data = Captioner(args.device), load_dataset(args.data)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -295,6 +303,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     os.makedirs(args.out, exist_ok=True)
     paths = data.split(args.split)
+    if args.complete_sun:
+        for model in models:
+            records = os.path.join(args.out, f"{model}.jsonl")
+            complete_sun(captioner, data, records, args.photos or None, log=lambda m: print(m, flush=True))
+            with open(os.path.join(args.out, f"{model}.json"), "w") as f:
+                json.dump(committed_report(records, len(paths)), f, indent=1)
+        return 0
     total = min(args.photos or len(paths), len(paths))
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     for upto in range(min(args.step, total), total + args.step, args.step):
@@ -306,6 +321,31 @@ def main(argv: list[str] | None = None) -> int:
             with open(os.path.join(args.out, f"{model}.json"), "w") as f:
                 json.dump(committed_report(records, len(paths)), f, indent=1)
     return 0
+
+
+def complete_sun(captioner, data, records: str, upto: int | None = None, log=None) -> int:
+    """Sun et al.'s ablation for the records of `records` that lack it (made while the published
+    protocol was withdrawn; those of the split's first `upto` photos), with the records' own methods:
+    each completed record is appended (a later record of an index replaces the earlier), then the
+    file is rewritten, one record a photo. Returns how many were completed."""
+    from ..batch.records import read_dir
+    fingerprint, ids, recs = read_dir(os.path.dirname(records) or ".", None, os.path.basename(records))
+    missing = [i for i in sorted(recs) if "sun" not in recs[i] and "error" not in recs[i] and (upto is None or i < upto)]
+    for n, i in enumerate(missing, 1):
+        rec, start = recs[i], time.perf_counter()
+        photo = load_photo(os.path.join(data.root, rec["id"]))
+        rec["sun"] = sun_own_caption(captioner, photo, fingerprint["model"], tuple(fingerprint["methods"]))
+        rec["seconds"].append({"sun_ablation": round(time.perf_counter() - start, 3)})
+        with open(records, "a", encoding="utf-8") as f:
+            f.write(json.dumps(rounded(rec)) + "\n")
+        if log:
+            log(f"{fingerprint['model']}: Sun's ablation {n}/{len(missing)} photos")
+    _, _, recs = read_dir(os.path.dirname(records) or ".", fingerprint, os.path.basename(records))
+    with open(records + ".part", "w", encoding="utf-8") as f:
+        f.write(json.dumps({"fingerprint": fingerprint, "items": ids}) + "\n")
+        f.write("".join(json.dumps(recs[i]) + "\n" for i in sorted(recs)))
+    os.replace(records + ".part", records)
+    return len(missing)
 
 
 def committed_report(records: str, split_photos: int) -> dict:

@@ -177,8 +177,10 @@ def explain_block(recs: list[dict], model: str, used: tuple, skipped: list, impu
                   photos_asked: int, with_insertion: bool = True) -> dict:
     """The "explain" block of an evaluation from its photos' records (`photo_record`)."""
     block = summarise_records(recs, used, imputers, with_insertion, tuple(m for m in used if REGISTRY[m].cascade))
-    block.update(model=model, methods_skipped=skipped, photos_asked=photos_asked, references=references,
-                 words=f"object words (grounding.word_class) of the "
-                       f"{'first reference caption' if references == 'first' else 'reference captions'} of each photo, "
-                       "forced through the model; <end> and other words left out")
+    words = ("the model's answer to each question of the photo (one word, whatever it names), forced with its "
+             "question" if references == "answers" else
+             f"object words (grounding.word_class) of the "
+             f"{'first reference caption' if references == 'first' else 'reference captions'} of each photo, "
+             "forced through the model; <end> and other words left out")
+    block.update(model=model, methods_skipped=skipped, photos_asked=photos_asked, references=references, words=words)
     return block

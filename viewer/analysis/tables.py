@@ -217,7 +217,7 @@ def answers_table(_reports=None, folder: str = ANSWERS) -> str:
     return "\n".join(lines) + note
 
 
-SPEED = os.path.join(ROOT, "reports", "speed")   # `make speed`: inprocess.json, browser.json, engines.json
+SPEED = os.path.join(ROOT, "reports", "speed")   # `make speed`: inprocess, browser, load and engines .json
 
 
 def _speed(name: str, what: str, command: str, render_report) -> str:
@@ -253,10 +253,19 @@ def engines_line(_reports=None) -> str:
     return _speed("engines.json", "engines", "python -m viewer bench --engines --models sat-soft --photos 24", summary)
 
 
+def load_line(_reports=None) -> str:
+    """Concurrent sessions against one app (reports/speed/load.json, `measure.loadtest`)."""
+    def summary(r: dict) -> str:
+        return (f"{r['clients']} sessions at once, each uploading one of {r['photos']} photos and captioning it with "
+                f"`{r['model']}` through Gradio's client: median {r['median_ms']} ms, p95 {r['p95_ms']} ms from "
+                f"request to reply, all done in {r['wall_s']} s, {len(r['errors'])} errors.")
+    return _speed("load.json", "load test", "python -m viewer.measure.loadtest --clients 20", summary)
+
+
 BLOCKS = {"which-map-summary": summary, "which-map-coverage": coverage, "which-map-table": method_table,
           "which-map-verdicts": verdicts, "sun-ablation": sun_table, "naming-table": naming_table,
           "answers-table": answers_table, "speed-table": speed_table, "browser-table": browser_table,
-          "engines-line": engines_line}
+          "engines-line": engines_line, "load-line": load_line}
 
 
 def render(text: str, reports: dict[str, dict]) -> str:

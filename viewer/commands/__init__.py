@@ -4,6 +4,6 @@ The dataset commands (evaluate, its --boxes, triage, caption) also have `job`, `
 items -> records (viewer/batch/) -> one report, which `merge` reruns over shards."""
 from __future__ import annotations
 
-from . import boxes, caption, evaluate, triage
+from . import answers, boxes, caption, evaluate, triage
 
-BATCH_COMMANDS = {m.NAME: m for m in (evaluate, boxes, triage, caption)}   # by the `command` their records name
+BATCH_COMMANDS = {m.NAME: m for m in (evaluate, boxes, answers, triage, caption)}   # by the `command` their records name

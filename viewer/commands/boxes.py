@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
 
 from . import options
@@ -60,16 +59,8 @@ def text(result: dict) -> str:
 
 
 def write(result: dict, out: str, fingerprint: dict | None = None) -> dict:
-    paths = {"json": os.path.join(out, "report.json"), "text": os.path.join(out, "report.txt")}
-    with open(paths["json"], "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1, sort_keys=True)
-    with open(paths["text"], "w", encoding="utf-8") as f:
-        f.write(text(result) + "\n")
-    return paths
+    return options.write_report(result, out, text)
 
 
 def run(args) -> int:
-    result = options.reported(job(args), args, reduce, write)
-    if result is not None:
-        print(json.dumps(result) if args.json else text(result))
-    return 0
+    return options.print_reported(job(args), args, reduce, write, text)

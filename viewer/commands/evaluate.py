@@ -221,55 +221,6 @@ def text(result: dict) -> str:
     return "\n".join(lines)
 
 
-def answers(args) -> int:
-    """evaluate --questions: a question answering model's accuracy on the split's questions."""
-    from ..analysis.answers import answer_all, qa_report
-    from ..data import questions
-    from ..data.cache import FeatureCache
-    from ..engine import checkpoints
-    from ..engine.vision import VisionStack
-    loaded = checkpoints.load(checkpoints.resolve(args.model, args.checkpoints), options.device(args))
-    sets = questions.read(args.questions, args.data)
-    split = "dev-report" if args.split == "dev" else args.split
-    if split not in sets:
-        raise ValueError(f"{args.questions} has no split {split!r}; it has {', '.join(sets)}")
-    cache = FeatureCache(args.cache)
-    cache.build(sorted({q.photo for q in sets[split]}), VisionStack(options.device(args)))
-    said = answer_all(loaded, sets[split], cache, options.device(args))
-    result = qa_report(loaded.name, said, sets[split], sets["train"], split)
-    if args.dependence:
-        from ..analysis.answers import dependence_block, looked_or_guessed
-        from ..engine.pipeline import Captioner
-        blind = None
-        if args.blind:
-            blind_model = checkpoints.load(checkpoints.resolve(args.blind, args.checkpoints), options.device(args))
-            blind = answer_all(blind_model, sets[split], cache, options.device(args))
-        captioner = Captioner(args.device, checkpoint_dir=args.checkpoints)
-        dependence = looked_or_guessed(captioner, args.model, sets[split], said, options.log)
-        result["looked_or_guessed"] = dependence_block(dependence, said, sets[split], blind)
-        for row, d, b in zip(result["answers"], dependence, blind or [None] * len(said)):
-            row.update(dependence=d, **({} if b is None else {"blind": b}))
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "report.json"), "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1)
-    acc = result["accuracy"]
-    print(json.dumps(result) if args.json else "\n".join(
-        f"{k:9s} {v['accuracy']}  {v['ci']}  ({v['questions']} questions; commonest answer "
-        f"{result['commonest_answer']['accuracy'][k]['accuracy']})" for k, v in acc.items()))
-    if "looked_or_guessed" in result and not args.json:
-        from ..analysis.pixel_faithfulness import SEEN
-        block = result["looked_or_guessed"]
-        print(f"guessed {block['guessed']:.1%} of the answers (accuracy {block['accuracy_guessed']} guessed, "
-              f"{block['accuracy_seen']} looked)" + (f"; the blind model says the same for {block['same_as_blind']:.1%}"
-                                                      if "same_as_blind" in block else ""))
-        worst = [r for r in result["answers"] if r["said"] != r["answer"] and r["dependence"] < SEEN]
-        print(f"wrong and guessed ({len(worst)}), the first 10:")
-        for r in worst[:10]:
-            print(f"  {r['photo']}: {r['question']} -> {r['said']} (captions: {r['answer']}; {r['dependence']:.2f} nats)")
-    return 0
-
-
 def run(args) -> int:
     if args.boxes:
         from . import boxes
@@ -277,7 +228,8 @@ def run(args) -> int:
     if not args.data:
         raise ValueError("evaluate needs --data (a dataset split) or --boxes (your own boxed photos)")
     if args.questions:
-        return answers(args)
+        from . import answers
+        return answers.run(args)
     batch, loaded = job(args)
     records = options.run_batch(batch, args)
     if records is None:

@@ -130,3 +130,24 @@ def reported(job, args, reduce, write):
     if args.out:
         write(result, args.out)
     return result
+
+
+def write_report(result: dict, out: str, text) -> dict:
+    """report.json and report.txt (`text(result)`) in `out`; returns their paths."""
+    import json
+    paths = {"json": os.path.join(out, "report.json"), "text": os.path.join(out, "report.txt")}
+    os.makedirs(out, exist_ok=True)
+    with open(paths["json"], "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1, sort_keys=True)
+    with open(paths["text"], "w", encoding="utf-8") as f:
+        f.write(text(result) + "\n")
+    return paths
+
+
+def print_reported(job, args, reduce, write, text) -> int:
+    """`reported`, then the report printed: as JSON with --json, else as `text`."""
+    import json
+    result = reported(job, args, reduce, write)
+    if result is not None:
+        print(json.dumps(result) if args.json else text(result))
+    return 0

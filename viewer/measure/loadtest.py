@@ -2,7 +2,9 @@
 photo and captioning it (every word's view and panel come in that reply: stepping makes no request).
 Bounded in requests and time; loopback addresses only.
 
-    python -m viewer.measure.loadtest http://127.0.0.1:7860/ --clients 20 [--photos DIR]
+    python -m viewer.measure.loadtest [http://127.0.0.1:7860/] --clients 20 [--photos DIR] [--out FILE]
+
+(without a URL it starts the app on a free loopback port, and stops it after)
 
 With --browser it times what a person feels instead, in headless chromium (viewer/browserbench.py):
 
@@ -56,7 +58,7 @@ def run_load(url: str, photos: list[str], model: str, clients: int = 20, timeout
             except Exception as err:  # noqa: BLE001 - every failure is counted, not raised
                 errors.append(f"{type(err).__name__}: {err}")
     lat = np.array([x for r in results for x in r["latencies"]]) * 1000
-    return {"clients": clients, "errors": errors, "requests": int(lat.size),
+    return {"clients": clients, "model": model, "photos": len(photos), "errors": errors, "requests": int(lat.size),
             "median_ms": round(float(np.median(lat)), 1) if lat.size else None,
             "p95_ms": round(float(np.percentile(lat, 95)), 1) if lat.size else None,
             "wall_s": round(time.perf_counter() - start, 1), "sessions": results}
@@ -69,17 +71,32 @@ def main(argv=None) -> int:
         return browser_main([a for a in argv if a != "--browser"])
     parser = argparse.ArgumentParser(prog="python -m viewer.measure.loadtest",
                                      epilog="python -m viewer.measure.loadtest --browser --help: the real-browser timings")
-    parser.add_argument("url")
+    parser.add_argument("url", nargs="?", help="a running app on this machine (default: start one on a free port)")
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--model", default="sat-soft")
     parser.add_argument("--photos", default=ASSETS)
+    parser.add_argument("--out", help="also write the JSON here")
     args = parser.parse_args(argv)
     photos = sorted(os.path.join(args.photos, n) for n in os.listdir(args.photos) if n.endswith(".jpg"))
-    result = run_load(args.url, photos, args.model, args.clients)
+    app = None
+    try:
+        if args.url is None:
+            from .browserbench import AppProcess
+            app = AppProcess()
+        result = run_load(args.url or app.url, photos, args.model, args.clients)
+    except (ValueError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    finally:
+        if app is not None:
+            app.close()
     result.pop("sessions")
-    print(json.dumps(result, indent=1))
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
     return 1 if result["errors"] else 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())
