@@ -82,8 +82,8 @@ def verdicts(reports: dict[str, dict]) -> str:
         t = r["target"]
         parts = [f"{m} {', '.join(f'{imp} {_signed(d)}' for imp, d in t['per_method'][m].items())}: {t['verdict'][m]}"
                  for m in t["per_method"]]
-        dep = r["visual_dependence"]
-        lines.append(f"- `{model}` ({r['photos']} photos, {r['object_words']} object words; visual dependence "
+        dep, words = r["visual_dependence"], "answers" if r.get("references") == "answers" else "object words"
+        lines.append(f"- `{model}` ({r['photos']} photos, {r['object_words']} {words}; visual dependence "
                      f"{_f(dep.get('blur'))} nats blurred away, {_f(dep.get('road'))} removed): " + "; ".join(parts) + ".")
     return "\n".join(lines)
 
@@ -214,6 +214,10 @@ def answers_table(_reports=None, folder: str = ANSWERS) -> str:
         last = json.load(open(check))["checks"][-1]
         note += (f" Checked by looking at 100 sampled questions: {last['ok']} of {last['of']} well-formed and "
                  "answerable from the photo (reports/qa/hand_check.json).")
+    explained = {m: r["explain"] for m, r in found.items() if r.get("explain")}
+    if explained:   # `evaluate --questions --explain`: the answers' maps scored as caption words are
+        note += ("\n\nWhich map to trust for the answers (each answer forced with its question; deletion under "
+                 "both imputers, as the captions' table):\n" + verdicts(explained))
     return "\n".join(lines) + note
 
 
