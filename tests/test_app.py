@@ -185,14 +185,20 @@ def _image_size(page, elem_id):
     return page.evaluate(size)
 
 
-def _captioned_page(browser, url: str, timeout_ms: int):
-    """A page of the app at `url` that has uploaded coffee.jpg and captioned it with the first model."""
-    from playwright.sync_api import expect
+def _page_with_photo(browser, url: str, timeout_ms: int = 60_000, photo: str = "coffee.jpg"):
+    """A page of the app at `url` that has uploaded an example photo."""
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
     page.set_default_timeout(timeout_ms)
     page.goto(url)
-    page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
+    page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, photo))
     page.wait_for_timeout(1500)
+    return page
+
+
+def _captioned_page(browser, url: str, timeout_ms: int):
+    """A page of the app at `url` that has uploaded coffee.jpg and captioned it with the first model."""
+    from playwright.sync_api import expect
+    page = _page_with_photo(browser, url, timeout_ms)
     page.locator("#run").click()
     expect(page.locator("#status")).to_contain_text("caption", timeout=90_000)
     return page

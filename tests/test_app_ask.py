@@ -11,7 +11,7 @@ import pytest
 from viewer.app import session as S
 
 from conftest import ASSETS
-from test_app import _browser
+from test_app import _browser, _page_with_photo
 
 QUESTION = "what colour is the cup?"
 
@@ -58,11 +58,7 @@ def test_asking_in_the_browser_draws_the_answer(server):
     url, _ = server
     with sync_playwright() as p:
         browser = _browser(p)
-        page = browser.new_page(viewport={"width": 1500, "height": 1100})
-        page.set_default_timeout(60_000)
-        page.goto(url)
-        page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
-        page.wait_for_timeout(1500)
+        page = _page_with_photo(browser, url)
         page.locator("#question textarea").fill(QUESTION)
         page.locator("#ask").click()
         expect(page.locator("#status")).to_contain_text("→", timeout=90_000)

@@ -168,20 +168,13 @@ def test_the_app_marks_the_words_it_was_asked_to_mention(captioner, photo):
 def test_must_mention_in_the_browser_marks_the_required_word(server):
     """Typed into Explore's "Must mention" box, a word the caption would not say is in the caption,
     marked as required (its own colour), and clicking it draws that step's map."""
-    import os
-
     from playwright.sync_api import expect, sync_playwright
 
-    from conftest import ASSETS
-    from test_app import _browser
+    from test_app import _browser, _page_with_photo
     url, studio = server
     with sync_playwright() as p:
         browser = _browser(p)
-        page = browser.new_page(viewport={"width": 1500, "height": 1100})
-        page.set_default_timeout(60_000)
-        page.goto(url)
-        page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "coffee.jpg"))
-        page.wait_for_timeout(1500)
+        page = _page_with_photo(browser, url)
         page.locator("#mention textarea").fill("cat")
         page.locator("#run").click()
         expect(page.locator("#caption")).to_contain_text("cat", timeout=90_000)

@@ -294,6 +294,16 @@ def test_subword_tokens_are_steps_and_the_caption_shows_words(tmp_path):
 BLIP_WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[DEC]"] + WORDS[2:]
 
 
+def blip_text_config(tokenizer, encoder_hidden_size: int):
+    """A tiny BLIP text model's config (two layers of width 32) for `tokenizer`, cross-attending to
+    states `encoder_hidden_size` wide."""
+    return transformers.BlipTextConfig(vocab_size=len(tokenizer), hidden_size=32, encoder_hidden_size=encoder_hidden_size,
+                                       intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                       max_position_embeddings=64, bos_token_id=tokenizer.bos_token_id,
+                                       sep_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id,
+                                       eos_token_id=tokenizer.sep_token_id, initializer_range=0.3)
+
+
 def write_tiny_blip(folder, seed: int = 0, tokenizer=None, image_size: int = SIDE * PATCH, patch_size: int = PATCH) -> str:
     """A random BlipForConditionalGeneration (ViT-style vision model + BERT-style text decoder);
     `tokenizer` (default a word-level one) needs [PAD], [UNK], [CLS], [SEP] and [DEC] (its bos)."""
@@ -304,11 +314,7 @@ def write_tiny_blip(folder, seed: int = 0, tokenizer=None, image_size: int = SID
         tok.pre_tokenizer = pre_tokenizers.Whitespace()
         tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
                                                          cls_token="[CLS]", sep_token="[SEP]", bos_token="[DEC]")
-    text = transformers.BlipTextConfig(vocab_size=len(tokenizer), hidden_size=32, encoder_hidden_size=24,
-                                       intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                       max_position_embeddings=64, bos_token_id=tokenizer.bos_token_id,
-                                       sep_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id,
-                                       eos_token_id=tokenizer.sep_token_id, initializer_range=0.3)
+    text = blip_text_config(tokenizer, encoder_hidden_size=24)
     vision = transformers.BlipVisionConfig(hidden_size=24, intermediate_size=48, num_hidden_layers=1,
                                            num_attention_heads=2, image_size=image_size, patch_size=patch_size)
     config = transformers.BlipConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=16)
@@ -604,11 +610,7 @@ def write_tiny_blip_vqa(folder, seed: int = 0, tokenizer=None) -> str:
     cross-attends to it and an answer decoder that cross-attends to the question (one width, as BLIP's)."""
     torch.manual_seed(seed)
     tokenizer = tokenizer or blip_tokenizer()
-    text = transformers.BlipTextConfig(vocab_size=len(tokenizer), hidden_size=32, encoder_hidden_size=32,
-                                       intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                       max_position_embeddings=64, bos_token_id=tokenizer.bos_token_id,
-                                       sep_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id,
-                                       eos_token_id=tokenizer.sep_token_id, initializer_range=0.3)
+    text = blip_text_config(tokenizer, encoder_hidden_size=32)
     vision = transformers.BlipVisionConfig(hidden_size=32, intermediate_size=48, num_hidden_layers=1,
                                            num_attention_heads=2, image_size=SIDE * PATCH, patch_size=PATCH,
                                            initializer_range=0.3)   # (its default, 1e-10, makes every patch alike)

@@ -431,7 +431,9 @@ def test_the_page_closes_every_bitmap_it_replaces(server):
                 made.append(settled())
                 used.append(page.evaluate(heap))
         assert max(made) <= 2 * 21
-        assert used[1] < used[0] + 20e6, used        # 180 captions later: not 180 captions' frames more
+        # the heap moves by up to ~25 MB between readings (seen: 37 -> 62, 62 -> 72 -> 62 MB), but keeping
+        # each caption's frames (~0.7 MB a caption) would add ~125 MB over these 180 captions
+        assert used[1] - used[0] < 60e6, used
         browser.close()
 
 

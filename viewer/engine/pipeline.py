@@ -210,7 +210,7 @@ def question_ids(lm: checkpoints.LoadedModel, questions: list[str], device) -> t
     """Questions as the model's question vocabulary's ids, padded with 0: (n, longest)."""
     if not lm.model.answers:
         raise ValueError(f"{lm.name} captions; it answers no question (choose a question answering model)")
-    if not all(q.strip() for q in questions):
+    if not all(any(c.isalnum() for c in q) for q in questions):   # "?!" asks nothing
         raise ValueError("type a question (a few words)")
     return lm.question_ids(questions).to(device)
 
