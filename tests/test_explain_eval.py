@@ -138,6 +138,8 @@ def test_records_made_without_sun_are_completed_and_give_what_a_whole_run_gives(
     open(records, "w").write("\n".join(stripped) + "\n")
     assert committed_report(records, len(paths))["sun_ablation"] is None
     assert complete_sun(captioner, data, records) == 2 and complete_sun(captioner, data, records) == 0
+    with pytest.raises(ValueError, match="no records"):
+        complete_sun(captioner, data, str(tmp_path / "absent.jsonl"))
     assert len(open(records).read().splitlines()) == 3                    # the fingerprint + 2 photos, once each
     drop = lambda b: {k: v for k, v in b.items() if k != "seconds_per_caption"}  # noqa: E731
     assert json.dumps(drop(committed_report(records, len(paths))), sort_keys=True) == json.dumps(drop(whole), sort_keys=True)

@@ -16,8 +16,6 @@ import sys
 import time
 from dataclasses import asdict
 
-import numpy as np
-
 from ..engine.vocab import tokenize
 from ..engine.decoding import DecodeSettings, Hypothesis
 from .guide import detected_words, sayable
@@ -25,7 +23,7 @@ from .hallucination import hallucination_block, unsupported_block, unsupported_w
 from ..engine.constraints import constraint_tokens
 from .faithfulness import WordFaithfulness, faithfulness_block, measure
 from .generation import generate
-from .grounding import PROXY_BOXES, Caption, block_of, caption_part, detector_found, detector_recall, grid_units, trace_units
+from .grounding import PROXY_BOXES, Caption, block_of, caption_part, detector_found, detector_recall, grid_units, trace_caption
 from ..engine.images import AttendsTo, load_photo, photo_size
 from ..engine.vision import model_inputs
 from ..engine.words import first_step_words
@@ -188,16 +186,9 @@ def pipeline_records(captioner, model: str, data, paths: list[str], indices: lis
     seconds = (time.perf_counter() - start) / len(paths)
     refs = [(j, ref) for j, p in enumerate(paths) for ref in data.captions[p]]
     forced = captioner.force([photos[j] for j, _ in refs], model, [ref for _, ref in refs])
-    return [_record(i, p, trace.caption, data.captions[p], reg, seconds, _trace_caption(i, trace, reg),
-                    [_trace_caption(i, f, reg) for (j2, _), f in zip(refs, forced) if j2 == j])
+    return [_record(i, p, trace.caption, data.captions[p], reg, seconds, trace_caption(trace, reg, i),
+                    [trace_caption(f, reg, i) for (j2, _), f in zip(refs, forced) if j2 == j])
             for j, (i, p, trace, reg) in enumerate(zip(indices, paths, own, regions))]
-
-
-def _trace_caption(image: int, trace, regions) -> Caption:
-    """The `grounding.Caption` of a trace on photo `image`, against its proxy regions."""
-    drawn = None if trace.steps[0].sample is None else np.array([s.sample for s in trace.steps])
-    return Caption(image, trace.step_words(), np.stack([s.attention for s in trace.steps]),
-                   trace_units(trace), regions, (trace.width, trace.height), drawn, trace.attends_to == AttendsTo.REGIONS)
 
 
 def reduce_records(records: list[dict], meteor: bool = True) -> tuple[dict, dict[str, str]]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import asdict
 
@@ -304,12 +305,18 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     paths = data.split(args.split)
     if args.complete_sun:
+        failed = 0
         for model in models:
             records = os.path.join(args.out, f"{model}.jsonl")
-            complete_sun(captioner, data, records, args.photos or None, log=lambda m: print(m, flush=True))
+            try:
+                complete_sun(captioner, data, records, args.photos or None, log=lambda m: print(m, flush=True))
+            except ValueError as err:   # a missing or foreign records file: one line, the other models go on
+                print(f"error: {err}", file=sys.stderr)
+                failed += 1
+                continue
             with open(os.path.join(args.out, f"{model}.json"), "w") as f:
                 json.dump(committed_report(records, len(paths)), f, indent=1)
-        return 0
+        return 2 if failed else 0
     total = min(args.photos or len(paths), len(paths))
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     for upto in range(min(args.step, total), total + args.step, args.step):
@@ -330,6 +337,8 @@ def complete_sun(captioner, data, records: str, upto: int | None = None, log=Non
     file is rewritten, one record a photo. Returns how many were completed."""
     from ..batch.records import read_dir
     fingerprint, ids, recs = read_dir(os.path.dirname(records) or ".", None, os.path.basename(records))
+    if fingerprint is None:
+        raise ValueError(f"{records}: no records to add Sun's ablation to (explain_eval writes them)")
     missing = [i for i in sorted(recs) if "sun" not in recs[i] and "error" not in recs[i] and (upto is None or i < upto)]
     for n, i in enumerate(missing, 1):
         rec, start = recs[i], time.perf_counter()

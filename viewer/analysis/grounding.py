@@ -191,6 +191,13 @@ def trace_units(trace) -> np.ndarray:
     return np.asarray(trace.region_boxes)
 
 
+def trace_caption(trace, regions: Regions, image: int = 0) -> "Caption":
+    """The `Caption` of a trace on photo `image`, against its proxy regions."""
+    drawn = None if trace.steps[0].sample is None else np.array([s.sample for s in trace.steps])
+    return Caption(image, trace.step_words(), np.stack([s.attention for s in trace.steps]),
+                   trace_units(trace), regions, (trace.width, trace.height), drawn, trace.attends_to == AttendsTo.REGIONS)
+
+
 def grounding(trace, regions: Regions) -> list[Grounding]:
     """Per object word of a trace's caption: how much of its attention lies on the detector's boxes of it."""
     attention = np.stack([s.attention for s in trace.steps])

@@ -79,17 +79,18 @@ def why_unsupported(word: str, attention, units, regions, dependence: float | No
     return "looked at nothing the detector found"
 
 
-def unsupported_words(caption, references: list[str]) -> list[dict]:
+def unsupported_words(caption, references: list[str], dependence=None) -> list[dict]:
     """The object words of a `grounding.Caption` that nothing supports (the detector did not find
-    their class and no reference names it), each with `why_unsupported`'s cause, its dependence
-    on the photo not measured here (so never "said from the words before it")."""
+    their class and no reference names it), each with `why_unsupported`'s cause; `dependence`: each
+    step's visual dependence, when measured (else never "said from the words before it")."""
     there = named(" ".join(references))
     out = []
     for t, word in enumerate(caption.words):
         cls = word_class(word) if word and word != "<end>" else None
         if cls is not None and cls not in caption.regions.labels and cls not in there:
+            seen = None if dependence is None else float(dependence[t])
             out.append({"word": word, "step": t,
-                        "why": why_unsupported(word, caption.attention[t], caption.units, caption.regions, None)})
+                        "why": why_unsupported(word, caption.attention[t], caption.units, caption.regions, seen)})
     return out
 
 

@@ -16,8 +16,8 @@ from PIL import Image
 from ..engine.decoding import DecodeSettings
 from .diagnose import sanity
 from .explain import Pipeline, available_methods
-from .grounding import grounding, grounding_summary, trace_units, word_class
-from .hallucination import named, why_unsupported
+from .grounding import grounding, grounding_summary, trace_caption, word_class
+from .hallucination import unsupported_words
 from .pixel_faithfulness import said_not_seen, seen_dependence
 from .evaluate import score_captions
 from ..engine.images import ImageError, load_photo
@@ -49,13 +49,14 @@ def triage_records(captioner, model: str, items: list[dict], references: dict[st
             trace = beams[0]
             found = grounding(trace, reg)
             looked, dependence = _looked_vs_used(captioner, photo, model, trace)
-            there = named(" ".join(references[photo.name])) if references else set()
+            unsupported = unsupported_words(trace_caption(trace, reg), references[photo.name] if references else [],
+                                            dependence)
             records[index] = {
                 "index": index, "id": photo.name, "caption": trace.caption,
                 "confidence": round(float(np.mean([s.logprob for s in trace.steps])), 4),
                 "grounding": grounding_summary(found)["mass_in_box"],
                 "not_detected": " ".join(g.word for g in found if g.inside is None),
-                "why_wrong": _why_wrong(trace, found, reg, dependence, there),
+                "why_wrong": "; ".join(f"{w['word']}: {w['why']}" for w in unsupported),
                 "static_attention": sanity(trace)["static"], **looked,
                 "trace": trace.to_json()}
             # drawn from the trace as recorded (rounded), so equal records draw equal strips on any engine
@@ -91,15 +92,6 @@ def triage(captioner, model: str, paths: list[str], references: dict[str, list[s
         records += triage_records(captioner, model, chunk, references, settings)
         log(f"triage: {min(i + batch_size, len(paths))}/{len(paths)} photos")
     return reduce_triage(json.loads(json.dumps(records)))
-
-
-def _why_wrong(trace, found, regions, dependence, there: set[str]) -> str:
-    """For each object word nothing supports (its class not detected, nor named by a reference when
-    there are references): why it went wrong (`hallucination.why_unsupported`)."""
-    units = trace_units(trace)
-    return "; ".join(f"{g.word}: " + why_unsupported(g.word, trace.steps[g.step].attention, units, regions,
-                                                     None if dependence is None else float(dependence[g.step]))
-                     for g in found if g.inside is None and g.coco_class not in there)
 
 
 def _looked_vs_used(captioner, photo, model: str, trace) -> tuple[dict, np.ndarray | None]:

@@ -2,9 +2,8 @@
 generated from captions, one record per photo (its questions answered; with --dependence, how much
 each answer depended on the photo, and what the blind model says; with --explain, every method's
 map of each answer scored as caption words are, and the verdict on which map to trust), reduced by
-`reduce`. It runs on
-any engine (local, Ray, `--shard` then `merge`) and resumes from `--out`, as the other dataset
-commands do."""
+`reduce`. It runs on any engine (local, Ray, `--shard` then `merge`) and resumes from `--out`, as
+the other dataset commands do."""
 from __future__ import annotations
 
 import functools
@@ -26,7 +25,7 @@ def open_worker(opts: dict):
     from ..engine.pipeline import Captioner
     captioner = Captioner(opts["device"], checkpoint_dir=opts["checkpoints"])
     loaded = captioner.model(opts["model_arg"])
-    blind = captioner.model(opts["blind"]) if opts["blind"] else None
+    blind = captioner.model(opts["blind"]) if opts["blind"] and opts["dependence"] else None   # read beside dependence
     by_photo: dict[str, list] = {}
     for q in questions.read(opts["questions"], opts["data"])[opts["split"]]:
         by_photo.setdefault(q.photo, []).append(q)

@@ -22,7 +22,7 @@ from .device import pick_device
 from .images import AttendsTo, Photo
 from .trace import AttentionTrace, build_trace
 from .vocab import tokenize
-from .words import word_pieces
+from .words import spelled
 from .vision import FeatureSource, ImageFeatures, VisionStack, model_inputs
 from .vision.carried import CarriedEncoder
 from .vision.precomputed import FeatureFiles, FeaturesNotFound
@@ -220,8 +220,7 @@ def typed_words(trace: AttentionTrace, caption: str) -> None:
     typed text in the word layer, so boxes and grounding still find it (and know it is unknown)."""
     typed = tokenize(caption)
     if trace.text is None and len(typed) == sum(s.word != "<end>" for s in trace.steps):   # a step per typed word
-        pieces = word_pieces(typed)
-        trace.word_spans = [w if w.known else replace(w, text="".join(pieces[w.first:w.last + 1]).strip())
+        trace.word_spans = [w if w.known else replace(w, text=spelled(typed[w.first:w.last + 1]))
                             for w in trace.word_spans]
 
 

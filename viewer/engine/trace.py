@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .images import AttendsTo, GRID, grid_side, to_pixels
-from .words import WORD_MAP, Word, first_step_words, split_words, step_index, word_pieces
+from .words import WORD_MAP, Word, first_step_words, split_words, spelled, step_index
 
 
 def entropy(attention: np.ndarray) -> float:
@@ -102,7 +102,7 @@ class AttentionTrace:
         forced word the vocabulary lacks reads <unk>)."""
         if self.text is not None:
             return self.text
-        return "".join(word_pieces([s.word for s in self.steps if s.word != "<end>"])).strip()
+        return spelled([s.word for s in self.steps if s.word != "<end>"])
 
     @property
     def grid_side(self) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from .words import Word, split_words, word_pieces
+from .words import Word, spelled, split_words, word_pieces
 
 PAD, START, END, UNK = "<pad>", "<start>", "<end>", "<unk>"
 SPECIALS = [PAD, START, END, UNK]
@@ -48,7 +48,7 @@ class Vocabulary:
 
     def text(self, ids) -> str:
         """The caption the tokens spell (specials left out; "man's", "t-shirt" joined, as the word layer reads them)."""
-        return "".join(word_pieces([self.words[i] for i in ids if i not in (self.end, self.start, self.pad)])).strip()
+        return spelled([self.words[i] for i in ids if i not in (self.end, self.start, self.pad)])
 
     def display(self, token: int) -> str:
         """A token as a person reads it (a next-word choice, a branch)."""
@@ -60,4 +60,3 @@ class Vocabulary:
         tokens, special = self.decode(ids), [i in (self.end, self.start, self.pad) for i in ids]
         pieces = [tok if sp else piece for tok, piece, sp in zip(tokens, word_pieces(tokens), special)]
         return split_words(tokens, pieces, None, special, [i == self.unk for i in ids])
-

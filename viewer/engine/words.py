@@ -99,6 +99,11 @@ def word_pieces(tokens: list[str]) -> list[str]:
     return out
 
 
+def spelled(tokens: list[str]) -> str:
+    """The text whole-word tokens spell: "a man's t-shirt" for a, man, s, t, shirt (`word_pieces`)."""
+    return "".join(word_pieces(tokens)).strip()
+
+
 def step_index(words: Sequence[Word], n_steps: int) -> list[int]:
     """For each step, the index of the word it belongs to."""
     out = [0] * n_steps
