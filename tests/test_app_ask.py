@@ -21,6 +21,15 @@ def studio(captioner):
     return S.Studio(captioner)
 
 
+def test_the_app_offers_a_model_that_looks_before_the_question_only_one():
+    """With the shipped models, "Answered by" starts on vqa-regions, not on vqa-blind (alphabetically
+    first, its map uniform: a student would read it as where the model looked)."""
+    from conftest import ROOT
+    from viewer.engine.pipeline import Captioner
+    studio = S.Studio(Captioner("cpu", checkpoint_dir=os.path.join(ROOT, "checkpoints")))
+    assert studio.models("answer") == ["vqa-regions", "vqa-blind"]
+
+
 def test_the_answer_is_a_trace_with_the_map_it_was_read_from(studio, captioner):
     path = os.path.join(ASSETS, "coffee.jpg")
     ex = studio.ask(path, "vqa-regions", QUESTION)

@@ -236,9 +236,17 @@ class Studio:
         shutil.rmtree(self.export_dir, ignore_errors=True)
 
     def models(self, task: str = "caption") -> list[str]:
-        """The models that caption (or, task="answer", answer questions)."""
-        from ..engine.checkpoints import available
-        return list(available(self.captioner.checkpoint_dir, task=task))
+        """The models that caption (or, task="answer", answer questions: those that look at the photo
+        first, so the app's default is never a question-only baseline whose map is uniform)."""
+        from ..engine.checkpoints import CheckpointError, available, read_meta
+        found = available(self.captioner.checkpoint_dir, task=task)
+
+        def question_only(name: str) -> bool:
+            try:
+                return read_meta(found[name]).get("hparams", {}).get("look") == "none"
+            except CheckpointError:   # its first use says why
+                return False
+        return sorted(found, key=question_only) if task == "answer" else list(found)
 
     def decode(self, photo: Photo, model: str, settings: DecodeSettings, prefix: list[int] | None = None,
                required: tuple | None = None, question: str | None = None) -> list[AttentionTrace]:
