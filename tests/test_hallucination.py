@@ -67,3 +67,22 @@ def test_evaluate_says_why_each_unsupported_word_went_wrong():
     block = unsupported_block([{"id": "a.jpg", "unsupported": unsupported_words(c, ["a grizzly"])}, {"id": "b.jpg"}])
     assert (block["words"], block["naming failure"], block["nothing detected"]) == (2, 1, 1)
     assert block["examples"][0].startswith("dogs: looked at a bear") and "(a.jpg)" in block["examples"][0]
+
+
+def test_novel_object_f1_is_worked_out_by_hand():
+    from viewer.analysis.hallucination import novel_block
+    refs = {"a": ["a man rides a bike"] * 2 + ["a man"] * 3,           # bicycle there (2 references)
+            "b": ["a cat on a couch", "a cat sleeps", "a couch", "a room", "a room"],   # cat there, couch there
+            "c": ["a man on a bike", "a man", "a man", "a man", "a man"]}   # one reference: not positive
+    caps = {"a": "a man rides a bicycle", "b": "a dog on a couch", "c": "a man on a bike"}
+    block = novel_block(caps, refs, ("bicycle", "cat", "couch"))["classes"]
+    assert block["bicycle"] == {"photos": 1, "mentioned": 2, "both": 1, "precision": 0.5, "recall": 1.0,
+                                "f1": round(2 / 3, 4)}
+    assert block["cat"]["f1"] == 0.0 and block["cat"]["photos"] == 1 and block["cat"]["mentioned"] == 0
+    assert block["couch"]["f1"] == 1.0
+
+
+def test_held_out_captions_are_those_naming_a_held_out_class_by_any_of_its_words():
+    from viewer.training.train import held_out
+    assert held_out("two dogs and a puppy play", ("dog",)) and held_out("a man on his bike", ("bicycle",))
+    assert not held_out("a man runs", ("dog",)) and not held_out("a dog runs", ())

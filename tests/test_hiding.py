@@ -18,6 +18,7 @@ DECODERS = {   # small, randomly initialised, through the registry
     "sat-sgrvinod": {"embed_dim": 16, "hidden_dim": 32, "att_dim": 16},
     "updown": {"embed_dim": 16, "hidden_dim": 32, "att_dim": 16},
     "updown-ruotianluo": {"embed_dim": 16, "hidden_dim": 32, "att_dim": 16},
+    "updown-copy": {"embed_dim": 16, "hidden_dim": 32, "att_dim": 16},
     "transformer": {"dim": 32, "layers": 2, "heads": 4},
     "transformer-encoder": {"dim": 32, "layers": 2, "heads": 4, "encoder_layers": 1},
 }
@@ -31,6 +32,9 @@ def _setup(name: str):
     feats, mask = torch.randn(2, k, 16), torch.ones(2, k, dtype=torch.bool)
     if model.attends_to == "regions":
         mask[1, 7:] = False                      # padding
+    if model.reads_labels:                       # updown-copy: class indices, and words that name them
+        feats[..., -1] = torch.randint(0, 4, (2, k)).float()
+        model.label_words[1:4] = (torch.rand(3, len(VOCAB)) < 0.3).float()
     prefixes = [VOCAB.encode("a dog runs on the green grass") + [VOCAB.end], VOCAB.encode("the dog runs") + [VOCAB.end]]
     return model, feats, mask, prefixes
 

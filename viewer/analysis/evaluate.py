@@ -19,13 +19,12 @@ from dataclasses import asdict
 from ..engine.vocab import tokenize
 from ..engine.decoding import DecodeSettings, Hypothesis
 from .guide import detected_words, sayable
-from .hallucination import hallucination_block, unsupported_block, unsupported_words
+from .hallucination import hallucination_block, novel_block, unsupported_block, unsupported_words
 from ..engine.constraints import constraint_tokens
 from .faithfulness import WordFaithfulness, faithfulness_block, measure
 from .generation import generate
 from .grounding import PROXY_BOXES, Caption, block_of, caption_part, detector_found, detector_recall, grid_units, trace_caption
 from ..engine.images import AttendsTo, load_photo, photo_size
-from ..engine.vision import model_inputs
 from ..engine.words import first_step_words
 
 
@@ -161,7 +160,7 @@ def split_records(loaded, data, paths: list[str], indices: list[int], cache, set
                     rec = records[indices.index(c.image)]
                     rec.setdefault("heads", {}).setdefault(f"layer {layer + 1} head {head + 1}", []).append(caption_part(c))
     if faithfulness:
-        feats, mask = model_inputs(items, loaded.attends_to, device)
+        feats, mask = loaded.batch(items, device)
         found = measure(loaded.model, loaded.vocab, feats, mask, rows, [f.attention.numpy() for f in forced],
                         seed=indices[0], curve_draws=1)   # one random draw per level: steady over thousands of words
         for rec in records:
@@ -201,6 +200,7 @@ def reduce_records(records: list[dict], meteor: bool = True) -> tuple[dict, dict
     metrics["images_per_s"] = round(len(records) / max(sum(r["seconds"] for r in records), 1e-9), 1)
     metrics["hallucination"] = hallucination_block(captions, {r["id"]: r["references"] for r in records})
     metrics["hallucination"]["why"] = unsupported_block(records)
+    metrics["hallucination"]["novel_objects"] = novel_block(captions, {r["id"]: r["references"] for r in records})
     found = [f for r in records for f in r["detector_found"]]
     report = {"boxes": PROXY_BOXES, "detector_recall": detector_recall(found),
               "generated": block_of(r["generated"] for r in records),

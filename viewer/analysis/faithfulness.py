@@ -213,9 +213,8 @@ def trace_faithfulness(captioner, photo, model: str, trace, steps: list[int] | N
     """Faithfulness of a (forced or decoded) trace's words on one photo through the pipeline
     (default: every step); the words are forced as the trace has them. `step_only`: hide at each
     word's own step only, not for the whole caption (each result's `hidden_for` says which)."""
-    from ..engine.vision import model_inputs
     lm = captioner.model(model)
-    feats, mask = model_inputs(captioner.inputs(lm, [photo]), lm.attends_to, captioner.device)
+    feats, mask = lm.batch(captioner.inputs(lm, [photo]), captioner.device)
     ids = trace.token_ids
     steps = list(range(len(ids))) if steps is None else steps
     return measure(lm.model, lm.vocab, feats, mask, [(0, ids)], [np.stack([s.attention for s in trace.steps])],
@@ -225,9 +224,8 @@ def trace_faithfulness(captioner, photo, model: str, trace, steps: list[int] | N
 def hidden_logprob(captioner, photo, model: str, trace, step: int, hidden: list[int], step_only: bool = False) -> float:
     """log p of `trace`'s word at `step` (its words forced) with the units `hidden` out of the model's
     view for the whole caption, or with `step_only` at that step only (the Diagnose occlusion's figure)."""
-    from ..engine.vision import model_inputs
     lm = captioner.model(model)
-    feats, mask = model_inputs(captioner.inputs(lm, [photo]), lm.attends_to, captioner.device)
+    feats, mask = lm.batch(captioner.inputs(lm, [photo]), captioner.device)
     ids = trace.token_ids
     return float(forced_logprobs(lm.model, lm.vocab, feats, mask, [(0, ids)], [Probe(0, step, list(hidden))],
                                  step_only=step_only)[0])
@@ -256,7 +254,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from ..engine.images import AttendsTo, load_photo
     from ..engine.pipeline import Captioner
-    from ..engine.vision import model_inputs
     from ..data.datasets import load_dataset
     from .generation import generate
 
@@ -277,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [(i, lm.vocab.encode(ref) + [lm.vocab.end]) for i, path in enumerate(chunk) for ref in data.captions[path]]
         references = list(generate(lm, [items[i] for i, _ in rows], list(range(len(rows))), DecodeSettings(strategy="forced"),
                                    device=captioner.device, prefixes=[ids for _, ids in rows]).values())
-        feats, mask = model_inputs(items, lm.attends_to, captioner.device)
+        feats, mask = lm.batch(items, captioner.device)
         attention = [h.attention.numpy() for h in references]
         kw = dict(levels=levels, seed=start, keep_mean=args.keep_mean, curve_draws=1, step_only=args.step_only)
         runs = [(alone, None)] + ([(covered, [context_cover(it.regions) for it in items])] if args.hide_context else [])

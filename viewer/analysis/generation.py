@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ..engine.decoding import DecodeSettings, Hypothesis, decode
-from ..engine.vision import model_inputs
 
 
 def generate(loaded, items, names, settings: DecodeSettings, batch_size: int = 100, device="cpu",
@@ -15,7 +14,7 @@ def generate(loaded, items, names, settings: DecodeSettings, batch_size: int = 1
     word ids, one row per item), a question answering model's answers."""
     out = {}
     for i in range(0, len(items), batch_size):
-        x, mask = model_inputs(items[i:i + batch_size], loaded.attends_to, device)
+        x, mask = loaded.batch(items[i:i + batch_size], device)
         chunk = None if prefixes is None else prefixes[i:i + batch_size]
         hyps = decode(loaded.model, x, mask, settings, loaded.vocab, chunk,
                       constraints=None if constraints is None else constraints[i:i + batch_size],

@@ -184,6 +184,25 @@ def naming_table(_reports=None, evaluations: dict[str, dict] | None = None, guid
     return "\n".join(lines)
 
 
+NOVEL = os.path.join(ROOT, "reports", "novel")   # `make novel`: evaluate --out reports/novel/RUN
+
+
+def novel_table(_reports=None, evaluations: dict[str, dict] | None = None) -> str:
+    """The novel-object protocol: per run trained without the captions naming the held-out classes,
+    the F1 of mentioning each of them (photos where at least 2 references name it), beside BLEU-4."""
+    evaluations = load_evaluations(NOVEL) if evaluations is None else evaluations
+    if not evaluations:
+        return "No novel-object run is committed yet (`make novel`)."
+    first = next(iter(evaluations.values()))["hallucination"]["novel_objects"]["classes"]
+    lines = ["| run | photos | BLEU-4 | CIDEr | mean F1 | " + " | ".join(f"{c} ({v['photos']})" for c, v in first.items()) + " |",
+             "|---|---|---|---|---|" + "---|" * len(first)]
+    for run, r in evaluations.items():
+        novel = r["hallucination"]["novel_objects"]
+        lines.append(f"| `{run}` | {r['images']} {r['split']} | {r['BLEU-4']:.2f} | {r['CIDEr']:.2f} | {novel['mean_f1']:.3f} | "
+                     + " | ".join(f"{v['f1']:.2f}" for v in novel["classes"].values()) + " |")
+    return "\n".join(lines)
+
+
 ANSWERS = os.path.join(ROOT, "reports", "qa")   # `evaluate --questions ... --out reports/qa/MODEL`: report.json
 QA_MODELS = ("vqa-regions", "vqa-grid", "vqa-bow", "vqa-blind")
 
@@ -269,7 +288,7 @@ def load_line(_reports=None) -> str:
 BLOCKS = {"which-map-summary": summary, "which-map-coverage": coverage, "which-map-table": method_table,
           "which-map-verdicts": verdicts, "sun-ablation": sun_table, "naming-table": naming_table,
           "answers-table": answers_table, "speed-table": speed_table, "browser-table": browser_table,
-          "engines-line": engines_line, "load-line": load_line}
+          "engines-line": engines_line, "load-line": load_line, "novel-table": novel_table}
 
 
 def render(text: str, reports: dict[str, dict]) -> str:

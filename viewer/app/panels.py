@@ -58,7 +58,7 @@ def step_label(trace: AttentionTrace, t: int) -> str:
 
 
 def step_panel(ex: Exploration, t: int | None = None) -> str:
-    """HTML: step t's word (the selected one by default), its probability, beta, entropy, and the
+    """HTML: step t's word (the selected one by default), its probability, beta or p(copy), entropy, and the
     top-k next words as bars. The page holds every step's (`Handlers._view`) and shows the word's."""
     t = ex.step if t is None else t
     s = ex.trace.steps[t]
@@ -66,6 +66,8 @@ def step_panel(ex: Exploration, t: int | None = None) -> str:
              f"p = {np.exp(s.logprob):.1%}", f"attention entropy {s.entropy:.2f} nats"]
     if s.beta is not None:
         facts.append(f"beta (gate) {s.beta:.2f}")
+    if s.copy is not None:   # updown-copy: how much of the word was copied from the labels of the regions looked at
+        facts.append(f"p(copy) {s.copy:.2f}")
     if s.sample is not None:
         facts.append("sampled cell (row {}, col {})".format(*divmod(s.sample, ex.trace.grid_side)))
     if s.outside is not None:   # hf: ViTs: the map is the patches' share, renormalised

@@ -12,7 +12,8 @@ NAME = "train"
 
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="train a decoder on cached features")
-    p.add_argument("--model", required=True, help="model type: sat-soft, sat-hard, updown, transformer; "
+    p.add_argument("--model", required=True, help="model type: sat-soft, sat-hard, updown, transformer, "
+                   "updown-copy (copies object words from region labels; warm-start it from updown with --init-from); "
                    "vqa-regions, vqa-grid, vqa-blind, vqa-bow (question answering: needs --questions)")
     p.add_argument("--questions", help="vqa-* models: the questions file `qa-data` wrote")
     p.add_argument("--data", required=True)
@@ -34,6 +35,9 @@ def add_parser(sub) -> None:
                    help="attention supervision: pull the attention of words naming a detected object into its boxes")
     p.add_argument("--warmup", type=int, default=0, help="batches over which the learning rate rises linearly from 0")
     p.add_argument("--hparams", help='JSON, e.g. \'{"hidden_dim": 512}\'')
+    p.add_argument("--hold-out", default="", metavar="CLASSES",
+                   help="COCO classes (comma-separated) whose training captions are dropped: the novel-object "
+                        "protocol (their words stay in the vocabulary)")
     p.set_defaults(func=run)
 
 
@@ -54,6 +58,7 @@ def run(args) -> int:
                       epochs=args.epochs, batch_images=args.batch_images, lr=args.lr or 4e-4, patience=args.patience,
                       dev_split=args.dev_split, dev_images=args.dev_images, device=str(options.device(args)), cache=args.cache, resume=args.resume,
                       init_from=args.init_from, seed=args.seed, hparams=hparams, scst=args.scst,
-                      ground_weight=args.ground_weight, warmup=args.warmup)
+                      ground_weight=args.ground_weight, warmup=args.warmup, 
+                      hold_out=tuple(c.strip() for c in args.hold_out.split(",") if c.strip()))
     train(cfg)
     return 0

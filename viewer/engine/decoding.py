@@ -69,6 +69,7 @@ class Hypothesis:
     sample: torch.Tensor | None = None   # (T,)
     heads: torch.Tensor | None = None    # (T, layers, heads, K) multi-head models
     outside: torch.Tensor | None = None  # (T,) weight outside the map (a ViT's class token)
+    copy: torch.Tensor | None = None     # (T,) p(copy) (updown-copy)
     finished: bool = True
     score: float = 0.0               # length-normalised total log-probability
     required: dict[int, list[int]] | None = None   # constrained search: constraint met -> the steps of its word
@@ -130,7 +131,7 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
         top_lp, top_ids = logp.topk(min(settings.top_k, logp.shape[1]), dim=-1)
         record = {"attention": step.attention, "top_ids": top_ids, "top_lp": top_lp,
                   "beta": step.beta, "sample": step.sample, "heads": step.heads,
-                  "outside": step.outside}
+                  "outside": step.outside, "copy": step.copy}
         parents, new_words, new_scores, word_lp = (
             _select(_propose(logp, scores, prefixes, t, settings, generator), finished, t, k, end) if search is None
             else search.select(search.propose(logp, scores, t), finished, t, end, Ending))
@@ -240,7 +241,7 @@ def _collect(history, finished, scores, n_img, k, length_penalty, want: int | No
     how many an image needs before live ones are added (default k, its rows)."""
     want = k if want is None else want
     stacked = {key: torch.stack([h[key] for h in history]).cpu() for key in ("attention", "top_ids", "top_lp")}
-    for key in ("beta", "sample", "heads", "outside"):
+    for key in ("beta", "sample", "heads", "outside", "copy"):
         stacked[key] = torch.stack([h[key] for h in history]).cpu() if history[0][key] is not None else None
     last = len(history) - 1
     results = []
@@ -272,5 +273,5 @@ def _backtrack(history, stacked, end: Ending, length_penalty) -> Hypothesis:
     pick = lambda key: None if stacked[key] is None else stacked[key][steps, idx]  # noqa: E731
     return Hypothesis(tokens=tokens, logprobs=lps, attention=pick("attention"), top_ids=pick("top_ids"),
                       top_logprobs=pick("top_lp"), beta=pick("beta"), sample=pick("sample"), heads=pick("heads"),
-                      outside=pick("outside"), finished=end.finished,
+                      outside=pick("outside"), copy=pick("copy"), finished=end.finished,
                       score=end.score / (len(tokens) ** length_penalty))

@@ -6,7 +6,7 @@ import torch
 
 from .images import AttendsTo
 from .models.base import CaptionModel
-from .vision import SPEC, VisionSpec
+from .vision import SPEC, ImageFeatures, VisionSpec, model_inputs
 from .vocab import Vocabulary
 
 
@@ -49,6 +49,10 @@ class LoadedModel:
     @property
     def attends_to(self) -> AttendsTo:
         return self.model.attends_to
+
+    def batch(self, items: list[ImageFeatures], device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+        """Photos' features as this decoder's input (B, K, D) and mask (`vision.model_inputs`)."""
+        return model_inputs(items, self.attends_to, device, labels=self.model.reads_labels)
 
 
 def stored_vision_spec(meta: dict) -> VisionSpec:

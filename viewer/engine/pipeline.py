@@ -23,7 +23,7 @@ from .images import AttendsTo, Photo
 from .trace import AttentionTrace, build_trace
 from .vocab import tokenize
 from .words import spelled
-from .vision import FeatureSource, ImageFeatures, VisionStack, model_inputs
+from .vision import FeatureSource, ImageFeatures, VisionStack
 from .vision.carried import CarriedEncoder
 from .vision.precomputed import FeatureFiles, FeaturesNotFound
 
@@ -148,7 +148,7 @@ class Captioner:
         settings = settings or DecodeSettings()
         lm = self.model(model)
         feats = self.inputs(lm, photos)
-        x, mask = model_inputs(feats, lm.attends_to, self.device)
+        x, mask = lm.batch(feats, self.device)
         for i, idx in enumerate(hidden or []):
             mask[i, list(idx)] = False
         if not bool(mask.any(1).all()):

@@ -317,9 +317,11 @@ def render_step(rgb: np.ndarray, trace: AttentionTrace, t: int, style: str = "sm
 
 
 def step_legend(trace: AttentionTrace, t: int) -> str:
-    """What a tile says under its word: the peak weight, SAT's gate beta and the map's entropy."""
+    """What a tile says under its word: the peak weight, SAT's gate beta (or updown-copy's p(copy)) and
+    the map's entropy."""
     s = trace.steps[t]
-    parts = [f"peak {s.attention.max():.0%}"] + ([f"beta {s.beta:.2f}"] if s.beta is not None else [])
+    parts = [f"peak {s.attention.max():.0%}"] + ([f"beta {s.beta:.2f}"] if s.beta is not None else []) \
+        + ([f"copy {s.copy:.2f}"] if s.copy is not None else [])
     return " · ".join(parts + [f"H {s.entropy:.2f}"])
 
 

@@ -34,6 +34,7 @@ class TraceStep:
     outside: float | None = None            # weight outside the map, before `attention` was renormalised (a ViT's class token)
     alternative_ids: list[int] = field(default_factory=list)   # the token id of each alternative (branching)
     required: str | None = None             # a constraint required this step's word: its source ("user", "detector")
+    copy: float | None = None               # p(copy): the weight of words copied from the attended regions' labels
 
     @property
     def entropy(self) -> float:
@@ -146,6 +147,8 @@ class AttentionTrace:
                 item.update(required=True, required_by=s.required)
             if s.outside is not None:
                 item["class_token"] = round(s.outside, 6)
+            if s.copy is not None:
+                item["copy"] = round(s.copy, 6)
             if self.pieces is not None:
                 item["text"] = self.pieces[len(steps)]
             steps.append(item)
@@ -184,7 +187,7 @@ class AttentionTrace:
                                    s.get("beta"), None if sample is None else sample[0] * len(s["grid"]) + sample[1],
                                    heads, s.get("steered", False), s.get("class_token"),
                                    [a["id"] for a in alts] if alts and all("id" in a for a in alts) else [],
-                                   s.get("required_by") if s.get("required") else None))
+                                   s.get("required_by") if s.get("required") else None, s.get("copy")))
         words = [Word(w["text"], w["first"], w["last"], w.get("known", True)) for w in obj["words"]] \
             if "words" in obj else None
         return cls(obj["model"], obj.get("attends_to", AttendsTo.GRID if boxes is None else AttendsTo.REGIONS), steps,
@@ -211,7 +214,8 @@ def build_trace(hyp, vocab, model_name: str, attends_to: AttendsTo, width: int, 
                                None if hyp.beta is None else float(hyp.beta[t]),
                                None if hyp.sample is None else int(hyp.sample[t]),
                                None if hyp.heads is None else hyp.heads[t].half().numpy(),
-                               outside=None if hyp.outside is None else float(hyp.outside[t]), alternative_ids=top))
+                               outside=None if hyp.outside is None else float(hyp.outside[t]), alternative_ids=top,
+                               copy=None if hyp.copy is None else float(hyp.copy[t])))
     kw = {}
     if attends_to == AttendsTo.REGIONS and regions is not None:
         kw = {"region_boxes": regions.boxes, "region_labels": list(regions.labels), "region_scores": regions.scores}

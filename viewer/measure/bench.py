@@ -25,7 +25,7 @@ from ..engine.images import AttendsTo, load_photo, squash
 from ..engine.pipeline import Captioner
 from ..engine.render import render_step
 from ..engine.trace import build_trace
-from ..engine.vision import ImageFeatures, model_inputs
+from ..engine.vision import ImageFeatures
 
 
 def _stats(seconds: list[float]) -> dict:
@@ -63,7 +63,7 @@ def end_to_end(captioner: Captioner, model: str, photos, settings: DecodeSetting
             feats = [ImageFeatures(grid[0], regions)]
 
             def run_decode():
-                x, mask = model_inputs(feats, lm.attends_to, captioner.device)
+                x, mask = lm.batch(feats, captioner.device)
                 return decode(lm.model, x, mask, settings, lm.vocab)
             hyps, t_dec = _timed(run_decode)
             _, t_tr = _timed(lambda: [build_trace(h, lm.vocab, model, lm.attends_to, photo.width, photo.height,
@@ -88,7 +88,7 @@ def throughput(captioner: Captioner, model: str, photos, settings: DecodeSetting
     items = [feats[i % len(feats)] for i in range(n_images)]
     start = time.perf_counter()
     for i in range(0, n_images, batch):
-        x, mask = model_inputs(items[i:i + batch], lm.attends_to, captioner.device)
+        x, mask = lm.batch(items[i:i + batch], captioner.device)
         decode(lm.model, x, mask, settings, lm.vocab)
     return round(n_images / (time.perf_counter() - start), 1)
 
@@ -120,7 +120,7 @@ def one_beam_at_a_time(lm, x, mask, beam: int, max_len: int) -> list[int]:
 
 def batching_speedup(captioner: Captioner, model: str, photos, beam: int = 3, max_len: int = 20) -> dict:
     lm = captioner.model(model)
-    x, mask = model_inputs(captioner.inputs(lm, photos), lm.attends_to, captioner.device)
+    x, mask = lm.batch(captioner.inputs(lm, photos), captioner.device)
     settings = DecodeSettings(strategy="beam", beam_size=beam, max_len=max_len)
     _, batched = _timed(lambda: decode(lm.model, x, mask, settings, lm.vocab))
     _, single = _timed(lambda: [one_beam_at_a_time(lm, x[i:i + 1], mask[i:i + 1], beam, max_len)

@@ -33,7 +33,9 @@ from ..engine.models import REGISTRY, build_model
 from ..engine.models.base import AttentionTargets
 from .scst import CiderReward, scst_loss
 from ..engine.vision import VisionStack, model_inputs
-from ..engine.vision.regions import MAX_REGIONS
+from ..engine.vision.regions import COCO_LABELS, MAX_REGIONS
+from ..analysis.guide import CLASS_WORDS
+from ..analysis.hallucination import named
 
 
 @dataclass
@@ -61,17 +63,18 @@ class TrainConfig:
     scst: bool = False             # self-critical fine-tuning on CIDEr-D (start from a trained model)
     scst_samples: int = 5
     ground_weight: float = 0.0     # attention supervision on words naming a detected object (0: off)
+    hold_out: tuple[str, ...] = ()  # COCO classes whose training captions are dropped (the novel-object protocol)
     hparams: dict = field(default_factory=dict)
 
 
 class FeatureTable:
     """All images' model inputs in memory (fp16), gathered per batch."""
 
-    def __init__(self, paths, cache: FeatureCache, attends_to: AttendsTo, chunk: int = 256):
+    def __init__(self, paths, cache: FeatureCache, attends_to: AttendsTo, chunk: int = 256, labels: bool = False):
         self.index = {p: i for i, p in enumerate(paths)}
         feats, masks = [], []
         for i in range(0, len(paths), chunk):
-            x, m = model_inputs([cache.load(p) for p in paths[i:i + chunk]], attends_to)
+            x, m = model_inputs([cache.load(p) for p in paths[i:i + chunk]], attends_to, labels=labels)
             if attends_to == AttendsTo.REGIONS:   # pad every chunk to the same region count
                 x = torch.nn.functional.pad(x, (0, 0, 0, MAX_REGIONS - x.shape[1]))
                 m = torch.nn.functional.pad(m, (0, MAX_REGIONS - m.shape[1]))
@@ -154,6 +157,10 @@ def check_config(cfg: TrainConfig) -> None:
     if cfg.scst and cfg.ground_weight > 0:
         raise ValueError("--scst does not use --ground-weight (self-critical batches have no grounding targets): "
                          "run them as two fine-tunes")
+    unknown = [c for c in cfg.hold_out if c not in CLASS_WORDS]
+    if unknown:
+        raise ValueError(f"--hold-out: {', '.join(unknown)}: not a COCO class a caption word names "
+                         f"(known: {', '.join(sorted(CLASS_WORDS))})")
 
 
 @dataclass
@@ -196,15 +203,51 @@ def _build(run: Run, log) -> None:
     cls_config = REGISTRY[cfg.model][1]
     run.hparams = {**cls_config, **cfg.hparams, "vocab_size": len(run.vocab)}
     table_probe = run.cache.load(run.train_paths[0])
-    x, _ = model_inputs([table_probe], REGISTRY[cfg.model][0].attends_to)
+    cls = REGISTRY[cfg.model][0]
+    x, _ = model_inputs([table_probe], cls.attends_to, labels=cls.reads_labels)
     run.hparams["feature_dim"] = x.shape[-1]
     run.model = build_model(cfg.model, **run.hparams).to(device)
     if cfg.init_from:
         init = checkpoints.load(cfg.init_from, device)
         if init.vocab.words != run.vocab.words:
             raise ValueError(f"{cfg.init_from}: its vocabulary differs from this data's; cannot warm-start")
-        run.model.load_state_dict(init.model.state_dict())
+        warm_start(run.model, init.model, log)
         log(f"warm start from {cfg.init_from}")
+    if cls.reads_labels:
+        run.model.label_words.copy_(label_words(run.vocab))
+
+
+def held_out(caption: str, classes: tuple[str, ...]) -> bool:
+    """Whether a caption names one of `classes` (Hendricks et al.'s novel-object protocol drops it)."""
+    return bool(classes) and not named(caption).isdisjoint(classes)
+
+
+def warm_start(model, init, log) -> None:
+    """`init`'s weights into `model`: every weight, except where `model` extends `init`'s kind with
+    parts of its own (`model.added`, e.g. updown-copy's gate), which start fresh; anything else
+    missing or left over is an error, never a half-loaded model."""
+    try:
+        missing, unexpected = model.load_state_dict(init.state_dict(), strict=False)
+    except RuntimeError as err:   # a weight of another shape
+        raise ValueError(f"cannot warm-start {type(model).__name__} from {type(init).__name__}: "
+                         f"{str(err).splitlines()[-1].strip()}") from None
+    fresh = [k for k in missing if k.split(".")[0] in model.added]
+    if unexpected or len(fresh) != len(missing):
+        raise ValueError(f"cannot warm-start {type(model).__name__} from {type(init).__name__}: "
+                         f"missing {sorted(set(missing) - set(fresh))}, unexpected {sorted(unexpected)}")
+    if fresh:
+        log(f"warm start: {', '.join(fresh)} start fresh ({type(model).__name__}'s own)")
+
+
+def label_words(vocab: Vocabulary) -> torch.Tensor:
+    """(COCO classes, vocabulary) 0/1: the words that name each detector class (the grounding
+    synonyms and their plurals, guide.CLASS_WORDS), which updown-copy may copy from a region."""
+    table = torch.zeros(len(COCO_LABELS), len(vocab))
+    for c, label in enumerate(COCO_LABELS):
+        for word in CLASS_WORDS.get(label, ()):
+            if word in vocab.index:
+                table[c, vocab.index[word]] = 1.0
+    return table
 
 
 def _optimizer(run: Run, log) -> tuple[torch.optim.Optimizer, dict]:
@@ -285,11 +328,16 @@ def train(cfg: TrainConfig, log=print) -> dict:
     run = _prepare(cfg, log)
     _build(run, log)
     vocab, model, train_paths = run.vocab, run.model, run.train_paths
-    encoded = {p: [[vocab.start] + vocab.encode(c)[: cfg.max_words] + [vocab.end] for c in run.data.captions[p]]
-               for p in train_paths}
+    encoded = {p: [[vocab.start] + vocab.encode(c)[: cfg.max_words] + [vocab.end] for c in run.data.captions[p]
+                   if not held_out(c, cfg.hold_out)] for p in train_paths}
+    if cfg.hold_out:
+        dropped = sum(len(run.data.captions[p]) - len(encoded[p]) for p in train_paths)
+        run.train_paths = train_paths = [p for p in train_paths if encoded[p]]
+        log(f"held out {', '.join(cfg.hold_out)}: {dropped} training captions that name them dropped "
+            f"(their words stay in the vocabulary); {len(train_paths)} photos keep a caption")
     log(f"{cfg.model}: vocabulary {len(vocab)}, {len(train_paths)} train images, {len(run.dev_paths)} dev images, "
         f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
-    table = FeatureTable(train_paths, run.cache, model.attends_to)
+    table = FeatureTable(train_paths, run.cache, model.attends_to, labels=model.reads_labels)
     targets = GroundingTargets(train_paths, run.cache, model.attends_to, vocab, cfg.ground_weight) \
         if cfg.ground_weight > 0 else None
     reward = CiderReward({p: run.data.captions[p] for p in train_paths}) if cfg.scst else None

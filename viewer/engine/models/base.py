@@ -53,6 +53,7 @@ class Step:
     sample_logprob: torch.Tensor | None = None  # (B,) log alpha of that cell (training signal)
     heads: torch.Tensor | None = None           # (B, layers, heads, K) multi-head models: every head's weights
     outside: torch.Tensor | None = None         # (B,) weight the summary put outside the K units (a ViT's class token)
+    copy: torch.Tensor | None = None            # (B,) p(copy): the weight of words copied from the regions' labels
 
 
 @dataclass
@@ -124,6 +125,8 @@ class CaptionModel(nn.Module):
     # (copying (beams, K, D) features every step was most of a beam search's time).
     image_state: tuple[str, ...] = ("mask",)
     label_smoothing = 0.0
+    reads_labels = False   # its region features end with the detector's class index (vision.model_inputs)
+    added: tuple[str, ...] = ()   # parts a warm start from the model it extends initialises afresh
     # What the analysis may rely on, declared (never probed by attribute name):
     relevancy = False          # Chefer et al.'s relevancy rules apply (attention layers over the cells themselves)
     feature_width: int | None = None   # the leading width of a feature row that is the photo's own map (Grad-CAM's

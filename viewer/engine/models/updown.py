@@ -86,6 +86,12 @@ class UpDown(CaptionModel):
         return parts + ([("feat_embed", self.feat_embed)] if self.embed_features else [])
 
     def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
+        alpha, h2, state = self.attend_and_read(state, words)
+        return Step(self.out(self.drop(h2)), alpha), state
+
+    def attend_and_read(self, state: State, words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, State]:
+        """One step up to the word layer: the attention over regions (alpha) and the language LSTM's
+        output h2, with the next state (updown_copy.py reads alpha and h2 again to copy labels)."""
         e = self.embed(words)
         if self.word_relu:
             e = self.drop(torch.relu(e))
@@ -93,5 +99,4 @@ class UpDown(CaptionModel):
         alpha = steered(state, attend(state["v_att"], self.att_hidden(h1), state["mask"], self.att_score, self.att_act))
         v_hat = torch.bmm(alpha.unsqueeze(1), state["v"]).squeeze(1)
         h2, c2 = self.lang_lstm(torch.cat([v_hat, h1], dim=1), (state["h2"], state["c2"]))
-        logits = self.out(self.drop(h2))
-        return Step(logits, alpha), {**state, "h1": h1, "c1": c1, "h2": h2, "c2": c2}
+        return alpha, h2, {**state, "h1": h1, "c1": c1, "h2": h2, "c2": c2}

