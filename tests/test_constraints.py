@@ -188,3 +188,14 @@ def test_must_mention_in_the_browser_marks_the_required_word(server):
         page.wait_for_function("i => document.querySelector('#view canvas').dataset.shown?.split('|')[1] === String(i)",
                                arg=i)
         browser.close()
+
+
+def test_at_the_length_limit_a_live_row_meeting_the_constraint_beats_finished_captions_meeting_none():
+    """'bear' is rare and nothing after it ends within 3 words: the finished captions meet nothing,
+    a live row has 'bear'; that row is returned first (unfinished), never a caption without it."""
+    feats, mask = torch.linspace(0, 1, 6).reshape(1, 6, 1), torch.ones(1, 6, dtype=torch.bool)
+    hyps = decode(Bigram(), feats, mask, DecodeSettings(beam_size=2, max_len=3), V,
+                  constraints=[[[tuple(V.encode("bear"))]]])[0]
+    best = hyps[0]
+    assert "bear" in text(best).split() + [V.words[best.tokens[-1]]] and not best.finished and best.required
+    assert len({tuple(h.tokens) for h in hyps}) == len(hyps)   # no row twice

@@ -9,7 +9,8 @@ so at most 16 states). The beam is kept per state, `beam` rows each: the rows of
 i * k + state * beam + j with k = beam * states. Every live row proposes, besides the best tokens
 overall, the next token of every word of every constraint it has not met (so a constrained word
 is always tried, however unlikely). The answer is the best finished caption whose state meets at
-least `need` constraints (all, by default); failing that, the finished captions meeting most. The
+least `need` constraints (all, by default); failing that, of the finished captions and the rows
+still live at the length limit, those meeting most (a finished one first where they meet as many). The
 search stops when no live row can beat the best such caption (or at the length limit).
 """
 from __future__ import annotations
@@ -112,15 +113,18 @@ class ConstrainedSearch:
         self.tokens, self.met = tokens, met
         return parents, words, scores, lps
 
-    def accepted(self, finished: list[list]) -> list[list]:
-        """Per image, the finished captions to return: those meeting `need` constraints, else those
-        meeting most (none: the live rows are returned, as beam search does)."""
+    def accepted(self, finished: list[list], live: list[list]) -> list[list]:
+        """Per image, the captions to return: the finished ones meeting `need` constraints; else, of
+        the finished ones and the live rows (`live`: per image, (unfinished Ending, row) at the
+        length limit), those meeting most, the finished first where they meet as many."""
         out = []
         for i, ends in enumerate(finished):
             count = [bin(self.ends[(i, e.step, e.row)]).count("1") for e in ends]
             enough = [e for e, n in zip(ends, count) if n >= self.need[i]]
-            most = max(count, default=0)
-            out.append(enough or [e for e, n in zip(ends, count) if n == most])
+            pool = list(zip(ends, count)) + [(e, bin(self.met[row]).count("1")) for e, row in live[i]]
+            most = max((n for _, n in pool), default=0)
+            best = [e for e, n in pool if n == most]
+            out.append(enough or [e for e in best if e.finished] or best)
         return out
 
     def done(self, finished: list[list], scores: torch.Tensor, length_penalty: float) -> bool:

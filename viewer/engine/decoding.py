@@ -154,10 +154,16 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
 
 def _constrained(search: ConstrainedSearch, history, finished, scores, n_img, k, settings) -> list[list[Hypothesis]]:
     """The captions constrained search accepts, each with the steps of the words that met its constraints."""
-    found = _collect(history, search.accepted(finished), scores, n_img, k, settings.length_penalty, settings.width)
+    last = history[-1]
+    live = [[(Ending(s, len(history) - 1, last["parent"][r], last["word"][r], last["word_lp"][r], finished=False), r)
+             for r in range(i * k, (i + 1) * k) if (s := scores[i, r - i * k].item()) != float("-inf")]
+            for i in range(n_img)]
+    found = _collect(history, search.accepted(finished, live), scores, n_img, k, settings.length_penalty, settings.width)
     for i, hyps in enumerate(found):
         for h in hyps:
             h.required = search.required(i, h.tokens)
+        # rows added to fill the beam may meet fewer constraints: those meeting more come first
+        hyps.sort(key=lambda h: (-min(len(h.required), search.need[i]), -h.score))
     return found
 
 
@@ -251,9 +257,10 @@ def _collect(history, finished, scores, n_img, k, length_penalty, want: int | No
             for j in range(k):
                 r = i * k + j
                 s = scores[i, j].item()
-                if s != float("-inf") and len(ends) < want:
-                    rec = history[last]
-                    ends.append(Ending(s, last, rec["parent"][r], rec["word"][r], rec["word_lp"][r], finished=False))
+                rec = history[last]
+                live = Ending(s, last, rec["parent"][r], rec["word"][r], rec["word_lp"][r], finished=False)
+                if s != float("-inf") and len(ends) < want and live not in ends:   # constrained search may have taken it
+                    ends.append(live)
         hyps = [_backtrack(history, stacked, e, length_penalty) for e in ends]
         results.append(sorted(hyps, key=lambda h: -h.score))
     return results

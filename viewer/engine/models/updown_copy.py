@@ -39,6 +39,7 @@ class UpDownCopy(UpDown):
     def __init__(self, vocab_size: int, feature_dim: int, hidden_dim: int = 512, **config):
         super().__init__(vocab_size, feature_dim - 1, hidden_dim=hidden_dim, **config)
         self.copy_gate = nn.Linear(2 * hidden_dim, 1)
+        nn.init.constant_(self.copy_gate.bias, -2.0)   # p(copy) starts near 0.12: a warm start begins as its updown
         self.register_buffer("label_words", torch.zeros(len(COCO_LABELS), vocab_size))
 
     def init_state(self, feats, mask, seed=None) -> State:
