@@ -238,15 +238,19 @@ class Studio:
     def models(self, task: str = "caption") -> list[str]:
         """The models that caption (or, task="answer", answer questions: those that look at the photo
         first, so the app's default is never a question-only baseline whose map is uniform)."""
-        from ..engine.checkpoints import CheckpointError, available, read_meta
+        from ..engine.checkpoints import available
         found = available(self.captioner.checkpoint_dir, task=task)
+        return sorted(found, key=lambda name: self.look(name) == "none") if task == "answer" else list(found)
 
-        def question_only(name: str) -> bool:
-            try:
-                return read_meta(found[name]).get("hparams", {}).get("look") == "none"
-            except CheckpointError:   # its first use says why
-                return False
-        return sorted(found, key=question_only) if task == "answer" else list(found)
+    def look(self, name: str) -> str:
+        """How a question answering model reads the photo (its hparams' `look`, models/vqa.py):
+        "attention" (a map per question), "mean" (every region alike) or "none" (the question only)."""
+        from ..engine.checkpoints import CheckpointError, available, read_meta
+        try:
+            return read_meta(available(self.captioner.checkpoint_dir, task="answer")[name]).get("hparams", {}).get(
+                "look", "attention")
+        except (CheckpointError, KeyError):   # its first use says why
+            return "attention"
 
     def decode(self, photo: Photo, model: str, settings: DecodeSettings, prefix: list[int] | None = None,
                required: tuple | None = None, question: str | None = None) -> list[AttentionTrace]:

@@ -41,6 +41,12 @@ HIDDEN = ["lecture-hide"]   # folded away in lecture mode
 METHODS_MODE = "Methods: Explore's model and caption, one column per map"
 QUESTION_MODE = "A caption word beside a question's answer"
 STEER, HIDE = "Steer: make the selected word look there", "Hide that place from the model"
+LOOK_NOTES = {   # what an answer's map is, by how the model reads the photo (models/vqa.py `look`)
+    "attention": "The map: where it read the answer from.",
+    "mean": "This model reads every region alike (their mean, no attention): the even map is not a look.",
+    "none": "This model reads the question only, never the photo: the even map is not a look, and the answer "
+            "is a guess from the question (the baseline the other models must beat).",
+}
 
 
 class PhotoInput(gr.Image):
@@ -136,7 +142,7 @@ class Handlers:
         step = ex.trace.steps[0]
         others = ", ".join(f"{w} {p:.0%}" for w, p in step.alternatives[1:4])
         note = (f"**{model_name}**: {question.strip()} → **{step.word}** ({math.exp(step.logprob):.0%}; then "
-                f"{others}) in {time.perf_counter() - start:.2f} s. The map: where it read the answer from.")
+                f"{others}) in {time.perf_counter() - start:.2f} s. {LOOK_NOTES[self.studio.look(model_name)]}")
         return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *self._step_reply(ex, 1, _style(*style)))
 
     def prepare_photo(self, path, model_name):
