@@ -168,6 +168,8 @@ def test_triage_lists_the_wrong_and_the_guessed_answers(tiny_checkpoints, tiny_d
     assert any(r["question"] == wrong.question and r["answer"] == "no-such-answer" for r in rows)
     page = open(os.path.join(out_dir, "report.html"), encoding="utf-8").read()
     assert "answers, worst answer" in page and wrong.question in page
+    records = [json.loads(line) for line in open(os.path.join(out_dir, "records.jsonl"))]   # evaluate --questions' records
+    assert records[0]["fingerprint"]["dependence"] and len(records) == 1 + len({q.photo for q in items + [wrong]})
     code, out, err = run("--checkpoints", tiny_checkpoints, "triage", "--model", "updown", "--data", tiny_data,
                          "--questions", path, "--out", out_dir)
     assert code == 2 and "question answering model" in err and "Traceback" not in err

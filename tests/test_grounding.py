@@ -246,3 +246,8 @@ def test_the_pointing_tolerance_is_15_px_of_the_photo_whatever_its_size():
     large, = ground_words(["dog"], np.ones((1, 1)), units, box, size=(500, 500))
     assert small.hit is False and large.hit is False
     assert small.tolerant_hit is True and large.tolerant_hit is False
+
+
+def test_plurals_in_ies_and_possessives_name_their_class():
+    assert [word_class(w) for w in "puppies babies ladies man's kitties".split()] == \
+        ["dog", "person", "person", "person", "cat"]

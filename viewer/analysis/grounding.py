@@ -60,9 +60,10 @@ SYNONYMS = {
 
 def word_forms(word: str) -> list[str]:
     """A caption word, lower case and without a possessive ("man's" -> 'man', "dogs'" -> 'dogs'), then
-    its singular guesses ('dogs' -> 'dog', 'boxes' -> 'box')."""
+    its singular guesses ('dogs' -> 'dog', 'boxes' -> 'box', 'puppies' -> 'puppy')."""
     w = re.sub(r"['’]s?$", "", word.lower())
-    return [c for c in (w, w[:-1] if w.endswith("s") else None, w[:-2] if w.endswith("es") else None) if c]
+    return [c for c in (w, w[:-1] if w.endswith("s") else None, w[:-2] if w.endswith("es") else None,
+                        w[:-3] + "y" if w.endswith("ies") else None) if c]
 
 
 def word_class(word: str) -> str | None:

@@ -107,37 +107,31 @@ def _looked_vs_used(captioner, photo, model: str, trace) -> tuple[dict, np.ndarr
             "said_not_seen": " ".join(said_not_seen(words, dependence))}, dependence
 
 
-def triage_answers(captioner, model: str, items: list, log=print) -> list[dict]:
-    """The answers worth a look, worst first: the wrong ones, then those right but guessed (visual
-    dependence under SEEN nats, `answers.looked_or_guessed`), each least seen first; one row per
-    question, drawn as a caption's row is (its caption: the question and the answer said)."""
-    from .answers import looked_or_guessed
+def answer_rows(captioner, model: str, records: list[dict]) -> list[dict]:
+    """The answers worth a look, from `evaluate --questions --dependence` records: the wrong ones,
+    then those right but guessed (visual dependence under SEEN nats), each least seen first; one row
+    per question, drawn as a caption's row is (its caption: the question and the answer said). The
+    records keep no maps, so the listed questions are asked again here (milliseconds each)."""
     from .pixel_faithfulness import SEEN
-    rows_of: dict[str, list[int]] = {}
-    for i, q in enumerate(items):
-        rows_of.setdefault(q.photo, []).append(i)
-    traces: dict[int, AttentionTrace] = {}
-    for n, (path, rows) in enumerate(rows_of.items()):
+    answered = [(r["id"], a) for r in records if "error" not in r for a in r["answers"]]
+    listed = [(p, a) for p, a in answered if a["said"] != a["answer"] or a["dependence"] < SEEN]
+    listed.sort(key=lambda pa: (pa[1]["said"] == pa[1]["answer"], pa[1]["dependence"]))
+    by_photo: dict[str, list[int]] = {}
+    for i, (p, _) in enumerate(listed):
+        by_photo.setdefault(p, []).append(i)
+    traces, thumbs = {}, {}
+    for path, rows in by_photo.items():
         photo = load_photo(path)
-        for i, trace in zip(rows, captioner.ask([photo] * len(rows), model, [items[i].question for i in rows])):
+        thumbs[path] = (photo.rgb, _data_uri(photo.rgb, 160))
+        for i, trace in zip(rows, captioner.ask([photo] * len(rows), model, [listed[i][1]["question"] for i in rows])):
             traces[i] = trace
-        if (n + 1) % 50 == 0:
-            log(f"triage: answered the questions of {n + 1} of {len(rows_of)} photos")
-    said = [traces[i].caption for i in range(len(items))]
-    dependence = looked_or_guessed(captioner, model, items, said, log)
-    listed = [i for i in range(len(items)) if said[i] != items[i].answer or dependence[i] < SEEN]
-    listed.sort(key=lambda i: (said[i] == items[i].answer, dependence[i]))
-    out, thumbs = [], {}
-    for i in listed:
-        q, trace = items[i], traces[i]
-        if q.photo not in thumbs:
-            rgb = load_photo(q.photo).rgb
-            thumbs[q.photo] = (rgb, _data_uri(rgb, 160))
-        rgb, thumb = thumbs[q.photo]
-        out.append({"image": q.photo, "question": q.question, "caption": f"{q.question} -> {said[i]} (the captions: {q.answer})",
-                    "answer": q.answer, "right": said[i] == q.answer, "references": [f"answer from the captions: {q.answer}"],
-                    "confidence": round(trace.steps[0].logprob, 4), "seen": dependence[i],
-                    "said_not_seen": said[i] if dependence[i] < SEEN else "", "trace": trace.to_json(),
+    out = []
+    for i, (path, a) in enumerate(listed):
+        trace, (rgb, thumb) = traces[i], thumbs[path]
+        out.append({"image": path, "question": a["question"], "caption": f"{a['question']} -> {a['said']} (the captions: {a['answer']})",
+                    "answer": a["answer"], "right": a["said"] == a["answer"], "references": [f"answer from the captions: {a['answer']}"],
+                    "confidence": round(trace.steps[0].logprob, 4), "seen": a["dependence"],
+                    "said_not_seen": a["said"] if a["dependence"] < SEEN else "", "trace": trace.to_json(),
                     "thumb": thumb, "strip": _data_uri(render_strip(rgb, trace, tile=160, per_row=1), 320)})
     return out
 

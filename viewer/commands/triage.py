@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
     p.add_argument("--features", help="precomputed features for imported models (.tsv, .hdf5 or folder of .npz)")
     p.add_argument("--questions", metavar="FILE.json", help="a question answering model (vqa-*): list its wrong answers "
                    "and its guessed ones (little dependence on the photo) to the split's questions of this file "
-                   "(written by `qa-data`; split dev means dev-report), in this process")
+                   "(written by `qa-data`; split dev means dev-report; --limit N: the first N photos); the answers are "
+                   "`evaluate --questions --dependence` records, on any engine")
     options.add_batch_options(p, "the report folder (default triage/MODEL-SPLIT, which the app's Triage tab lists)")
     p.set_defaults(func=run)
 
@@ -88,24 +89,27 @@ def write(rows: list[dict], out: str, fingerprint: dict) -> dict:
 
 
 def answers(args) -> int:
-    """triage --questions: the wrong and the guessed answers, worst first, as a triage report."""
-    from ..analysis.triage import triage_answers, write_report
-    from ..data import questions
+    """triage --questions: the split's questions answered with each answer's dependence on the photo,
+    as `evaluate --questions --dependence` records (any engine, resumed from --out, --shard then
+    `merge`), then the wrong and the guessed answers, worst first, as a triage report."""
+    import argparse
+    from . import answers as qa
+    from ..analysis.triage import answer_rows, write_report
     if not args.data:
         raise ValueError("--questions needs --data DIR, the dataset the questions were generated from")
-    sets = questions.read(args.questions, args.data)
     split = "dev-report" if args.split == "dev" else args.split
-    if split not in sets:
-        raise ValueError(f"{args.questions} has no split {split!r}; it has {', '.join(sets)}")
-    items = sets[split][: args.limit] if args.limit else sets[split]
-    captioner = options.captioner(args)
-    if not captioner.model(args.model).model.answers:
-        raise ValueError(f"{args.model} captions; --questions is for a question answering model (vqa-*)")
-    rows = triage_answers(captioner, args.model, items, options.log)
     args.out = args.out or os.path.join("triage", f"{os.path.basename(args.model).split('.')[0]}-{split}-answers")
-    paths = write_report(rows, args.out, args.model, "answer (wrong, then guessed)", what=f"of {len(items)} answers")
-    print(json.dumps({**paths, "questions": len(items), "listed": len(rows),
-                      "wrong": sum(not r["right"] for r in rows)}))
+    batch = qa.job(argparse.Namespace(**{**vars(args), "split": split, "dependence": True, "blind": None,
+                                         "explain": None, "cache": None}))
+    batch.items = batch.items[: args.limit] if args.limit else batch.items
+    records = options.run_batch(batch, args)
+    if records is None:
+        return 0
+    rows = answer_rows(options.captioner(args), args.model, records)
+    asked = sum(len(r["answers"]) for r in records if "error" not in r)
+    paths = write_report(rows, args.out, args.model, "answer (wrong, then guessed)", what=f"of {asked} answers")
+    print(json.dumps({**paths, "questions": asked, "listed": len(rows), "wrong": sum(not r["right"] for r in rows),
+                      "failed": [r["id"] for r in records if "error" in r]}))
     return 0
 
 
