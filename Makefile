@@ -67,7 +67,7 @@ speed: setup browser
 # Naming what is there: every captioning model on dev-report, beam 3, plain and made to name the
 # detector's classes (threshold chosen on dev-select: reports/guide/sat-soft-dev-select-*), into
 # reports/eval/ and reports/guide/, then the README's table. About 20 minutes on 2 cores.
-CAPTION_MODELS := sat-soft sat-hard transformer updown
+CAPTION_MODELS := sat-soft sat-hard transformer updown updown-copy
 naming: setup
 	for m in $(CAPTION_MODELS); do \
 	  $(PY) -m viewer evaluate --model $$m --data $(DATA) --split dev-report --out reports/eval/$$m && \
