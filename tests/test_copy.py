@@ -158,3 +158,26 @@ def test_the_generator_term_is_the_generators_own_cross_entropy():
     _, steps = plain.teacher_forced(feats, mask, tokens, index)
     own = F.cross_entropy(torch.stack([s.generated for s in steps]).flatten(0, 1), tokens[:, 1:].T.flatten())
     assert float(total - base) == pytest.approx(0.5 * float(own), rel=1e-5) and "generator_xe" in logs
+
+
+def test_the_app_measures_the_dependence_of_a_copy_models_words(tmp_path, tiny_checkpoints):
+    """Photo-space analyses (explanations, visual dependence) rebuild the decoder's inputs from the
+    encoder grid: with the class column for updown-copy (the app's seen/guessed colouring)."""
+    from viewer.app import session as S
+    from viewer.engine.pipeline import Captioner
+    from conftest import ASSETS
+    from viewer.engine import checkpoints
+    vocab = checkpoints.load(os.path.join(tiny_checkpoints, "updown.safetensors")).vocab
+    hparams = {**SIZES, "vocab_size": len(vocab), "feature_dim": 1286}
+    model = build_model("updown-copy", **hparams)
+    model.label_words.copy_(label_words(vocab))
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    checkpoints.save(str(folder / "updown-copy.safetensors"), model, vocab, "updown-copy", "updown-copy", hparams,
+                     {"training": {"data": "tests/tiny"}})
+    captioner = Captioner("cpu", checkpoint_dir=str(folder))
+    studio = S.Studio(captioner)
+    ex = studio.explore(os.path.join(ASSETS, "motorcycle.jpg"), "updown-copy", DecodeSettings(strategy="greedy", max_len=4))
+    dependence = studio.visual_dependence(ex)
+    assert dependence is not None and len(dependence) == ex.n_steps and np.isfinite(dependence).all()
+

@@ -26,8 +26,8 @@ from PIL import Image, ImageFilter
 from ...engine.forcing import forced
 from ...engine.images import INPUT_SIZE, AttendsTo, Photo, squash
 from ...engine.pipeline import question_ids
-from ...engine.vision import FeatureSource
-from ...engine.vision.regions import DETECTOR_INPUT, region_features
+from ...engine.vision import FeatureSource, ImageFeatures
+from ...engine.vision.regions import DETECTOR_INPUT
 from ...engine.words import first_step_words
 from .imputers import BLUR_SIGMA, ROAD_NOISE, check_imputer, noisy_linear
 
@@ -119,13 +119,7 @@ class Pipeline:
         if not self.regions_model:
             return grid, torch.ones(grid.shape[:2], dtype=torch.bool, device=self.device)
         regions = regions or [self.features.regions] * len(grid)
-        k = max(len(r) for r in regions)
-        boxes = torch.zeros(len(grid), k, 4, device=self.device)
-        mask = torch.zeros(len(grid), k, dtype=torch.bool, device=self.device)
-        for i, r in enumerate(regions):
-            boxes[i, :len(r)] = torch.from_numpy(r.boxes).to(self.device)
-            mask[i, :len(r)] = True
-        return region_features(grid, boxes), mask
+        return self.lm.batch([ImageFeatures(g, r) for g, r in zip(grid, regions)], self.device)
 
     def grid_logprobs(self, grid: torch.Tensor, model: nn.Module | None = None) -> torch.Tensor:
         return self.decode(*self.inputs_from_grid(grid), model=model)
