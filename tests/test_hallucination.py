@@ -86,3 +86,18 @@ def test_held_out_captions_are_those_naming_a_held_out_class_by_any_of_its_words
     from viewer.training.train import held_out
     assert held_out("two puppies play", ("dog",)) and held_out("a man on his bike", ("bicycle",))
     assert not held_out("a man runs", ("dog",)) and not held_out("a dog runs", ())
+
+
+def test_the_example_photos_report_marks_what_each_caption_names_that_the_photo_does_not_hold(tiny_checkpoints):
+    import json
+    import os
+    from viewer.analysis.examples import caption_examples
+    from viewer.analysis.hallucination import named
+    from viewer.engine.pipeline import Captioner
+    from conftest import ASSETS
+    report = caption_examples(Captioner("cpu", checkpoint_dir=tiny_checkpoints), models=("updown",))
+    there = json.load(open(os.path.join(ASSETS, "objects.json")))["photos"]
+    assert {(r["photo"], r["decoding"]) for r in report["captions"]} == {(p, d) for p in there for d in ("plain", "guided")}
+    for r in report["captions"]:
+        assert r["not_there"] == sorted(named(r["caption"]) - set(there[r["photo"]]))
+        assert r["decoding"] == "guided" or not r["required"]

@@ -203,6 +203,33 @@ def novel_table(_reports=None, evaluations: dict[str, dict] | None = None) -> st
     return "\n".join(lines)
 
 
+EXAMPLES = os.path.join(ROOT, "reports", "examples.json")   # python -m viewer.analysis.examples
+
+
+def examples_table(_reports=None, path: str = EXAMPLES) -> str:
+    """The example photos' captions by every shipped model as the app starts (beam 3), the object
+    words the photo does not hold struck through; then, per model, how many name only what is there,
+    plain and guided by the detector."""
+    if not os.path.exists(path):
+        return "No example captions are committed yet (`python -m viewer.analysis.examples`)."
+    from .grounding import word_class
+    rows = json.load(open(path))["captions"]
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    photos = list(dict.fromkeys(r["photo"] for r in rows))
+    plain = {(r["photo"], r["model"]): r for r in rows if r["decoding"] == "plain"}
+
+    def marked(r: dict) -> str:
+        return " ".join(f"~~{w}~~" if word_class(w) in r["not_there"] else f"`{w}`" if w.startswith("<") else w
+                        for w in r["caption"].split())
+    lines = ["| photo | " + " | ".join(f"`{m}`" for m in models) + " |", "|---|" + "---|" * len(models)]
+    lines += [f"| {p} | " + " | ".join(marked(plain[p, m]) for m in models) + " |" for p in photos]
+    counts = []
+    for m in models:
+        ok = {d: sum(not r["not_there"] for r in rows if r["model"] == m and r["decoding"] == d) for d in ("plain", "guided")}
+        counts.append(f"`{m}` {ok['plain']} plain, {ok['guided']} guided")
+    return "\n".join(lines) + f"\n\nOf {len(photos)} photos, named only what is there: " + "; ".join(counts) + "."
+
+
 ANSWERS = os.path.join(ROOT, "reports", "qa")   # `evaluate --questions ... --out reports/qa/MODEL`: report.json
 QA_MODELS = ("vqa-regions", "vqa-grid", "vqa-bow", "vqa-blind")
 
@@ -288,7 +315,8 @@ def load_line(_reports=None) -> str:
 BLOCKS = {"which-map-summary": summary, "which-map-coverage": coverage, "which-map-table": method_table,
           "which-map-verdicts": verdicts, "sun-ablation": sun_table, "naming-table": naming_table,
           "answers-table": answers_table, "speed-table": speed_table, "browser-table": browser_table,
-          "engines-line": engines_line, "load-line": load_line, "novel-table": novel_table}
+          "engines-line": engines_line, "load-line": load_line, "novel-table": novel_table,
+          "examples-table": examples_table}
 
 
 def render(text: str, reports: dict[str, dict]) -> str:
