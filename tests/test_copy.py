@@ -144,22 +144,6 @@ def test_updown_copy_trains_from_an_updown_checkpoint_and_its_table_ships_with_t
     assert all(len(s.attention) == len(trace.region_labels) for s in trace.steps)
 
 
-def test_the_generator_term_is_the_generators_own_cross_entropy():
-    """loss = xe(mixture) + w * xe(generator alone): with w the difference is w times the latter."""
-    import torch.nn.functional as F
-    torch.manual_seed(0)
-    feats, mask = _feats([BEAR, DOG, 0])
-    tokens = torch.tensor([[VOCAB.start, *VOCAB.encode("a bear walks"), VOCAB.end]])
-    index = torch.zeros(1, dtype=torch.long)
-    plain, with_generator = _copy_model(0.3), _copy_model(0.3)
-    with_generator.generator_weight = 0.5
-    base, _ = plain.loss(feats, mask, tokens, index)
-    total, logs = with_generator.loss(feats, mask, tokens, index)
-    _, steps = plain.teacher_forced(feats, mask, tokens, index)
-    own = F.cross_entropy(torch.stack([s.generated for s in steps]).flatten(0, 1), tokens[:, 1:].T.flatten())
-    assert float(total - base) == pytest.approx(0.5 * float(own), rel=1e-5) and "generator_xe" in logs
-
-
 def test_the_app_measures_the_dependence_of_a_copy_models_words(tmp_path, tiny_checkpoints):
     """Photo-space analyses (explanations, visual dependence) rebuild the decoder's inputs from the
     encoder grid: with the class column for updown-copy (the app's seen/guessed colouring)."""

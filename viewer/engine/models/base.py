@@ -54,7 +54,6 @@ class Step:
     heads: torch.Tensor | None = None           # (B, layers, heads, K) multi-head models: every head's weights
     outside: torch.Tensor | None = None         # (B,) weight the summary put outside the K units (a ViT's class token)
     copy: torch.Tensor | None = None            # (B,) p(copy): the weight of words copied from the regions' labels
-    generated: torch.Tensor | None = None       # (B, V) updown-copy: the generator's own logits, before copying
 
 
 @dataclass

@@ -8,7 +8,6 @@ al., CVPR 2017) and Neural Baby Talk (Lu et al., CVPR 2018) use to name objects 
               + A_0 P_gen(w)
 
 g = p(copy) is predicted from the decoder state and recorded on every step (as SAT's beta is).
-`generator_weight` adds the generator's own cross-entropy to training, so it stays a language model.
 A_c is the step's top-down attention summed over the regions the detector labelled c; A_0 is the
 attention on regions that name no word (the context regions, classes no caption word names),
 which copy nothing and pass the generator's distribution through. Which of a class's words is said
@@ -26,10 +25,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from ..vision.regions import COCO_LABELS
-from .base import State, Step, register, supervision
+from .base import State, Step, register
 from .updown import UpDown
 
 
@@ -38,10 +36,8 @@ class UpDownCopy(UpDown):
     reads_labels = True
     added = ("copy_gate", "label_words")   # not in an `updown` checkpoint: a warm start initialises them
 
-    def __init__(self, vocab_size: int, feature_dim: int, hidden_dim: int = 512, generator_weight: float = 0.0,
-                 **config):
+    def __init__(self, vocab_size: int, feature_dim: int, hidden_dim: int = 512, **config):
         super().__init__(vocab_size, feature_dim - 1, hidden_dim=hidden_dim, **config)
-        self.generator_weight = generator_weight
         self.copy_gate = nn.Linear(2 * hidden_dim, 1)
         nn.init.constant_(self.copy_gate.bias, -2.0)   # p(copy) starts near 0.12: a warm start begins as its updown
         self.register_buffer("label_words", torch.zeros(len(COCO_LABELS), vocab_size))
@@ -60,8 +56,7 @@ class UpDownCopy(UpDown):
 
     def forward_step(self, state: State, words: torch.Tensor) -> tuple[Step, State]:
         alpha, h2, new = self.attend_and_read(state, words)
-        logits = self.out(self.drop(h2))
-        gen = torch.softmax(logits.float(), dim=-1)                                       # (B, V)
+        gen = torch.softmax(self.out(self.drop(h2)).float(), dim=-1)                       # (B, V)
         gate = torch.sigmoid(self.copy_gate(torch.cat([h2, new["h1"]], dim=1))).squeeze(1)  # (B,)
         on_class = torch.zeros(len(alpha), len(COCO_LABELS), dtype=alpha.dtype, device=alpha.device)
         on_class = on_class.scatter_add(1, state["labels"], alpha)                       # (B, classes): A_c
@@ -71,19 +66,4 @@ class UpDownCopy(UpDown):
         share = on_class * named / (gen @ names.T).clamp_min(1e-12)
         copy = gen * (share @ names + (on_class * ~named).sum(-1, keepdim=True))
         p = (1 - gate).unsqueeze(1) * gen + gate.unsqueeze(1) * copy
-        return Step(p.clamp_min(1e-12).log(), alpha, copy=gate, generated=logits), new
-
-    def loss(self, feats, mask, tokens, image_index, targets=None):
-        """Cross-entropy of the mixture, plus `generator_weight` x that of the generator alone: without
-        it the generator need not give the object words any mass (copying supplies them, in its
-        proportions only) and may spill it on <unk> where nothing labelled is looked at."""
-        logits, steps = self.teacher_forced(feats, mask, tokens, image_index)
-        target = tokens[:, 1:].T.flatten()
-        xe = F.cross_entropy(logits.flatten(0, 1), target, ignore_index=0)
-        logs = {"xe": xe.item()}
-        loss = xe + supervision(steps, targets, logs)
-        if self.generator_weight:
-            generated = F.cross_entropy(torch.stack([s.generated for s in steps]).flatten(0, 1), target, ignore_index=0)
-            logs["generator_xe"] = generated.item()
-            loss = loss + self.generator_weight * generated
-        return loss, logs
+        return Step(p.clamp_min(1e-12).log(), alpha, copy=gate), new
