@@ -30,6 +30,8 @@ def test_bench_reports_every_stage(tiny_checkpoints):
         assert stages["total"]["median_ms"] >= stages["encoder"]["median_ms"] > 0
         assert (stages["detector"]["median_ms"] > 0) == (name == "updown")   # grid models skip the detector
         assert r["batch_images_per_s"] > 0 and r["batching"]["speedup"] > 0
+        guided = r["guided"]   # constrained by the detector's classes beside plain beam search
+        assert guided["ratio"] > 0 and guided["plain"]["median_ms"] > 0 and 0 <= guided["photos_constrained"]
     assert result["peak_memory_mb"] > 0
     assert "| updown |" in bench.table(result)
 
