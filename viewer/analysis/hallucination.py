@@ -67,9 +67,11 @@ def novel_block(captions: dict[str, str], references: dict[str, list[str]], clas
     """F1 of mentioning each class (DCC's metric): a photo is positive when at least `MOST`
     references name the class, a caption mentions it when one of its words names it."""
     out = {"classes": {}, "positive_when": f"at least {MOST} references name the class"}
+    there = {p: named_classes(references[p], MOST) for p in captions}
+    mentioned = {p: named(caption) for p, caption in captions.items()}
     for c in classes:
-        positive = {p for p in captions if c in named_classes(references[p], MOST)}
-        said = {p for p, caption in captions.items() if c in named(caption)}
+        positive = {p for p in captions if c in there[p]}
+        said = {p for p in captions if c in mentioned[p]}
         hit = len(positive & said)
         precision = hit / len(said) if said else 0.0
         recall = hit / len(positive) if positive else 0.0

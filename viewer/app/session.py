@@ -204,6 +204,16 @@ class Exploration:
         self.beam, self.step = int(index), 0
 
 
+def _look(path: str | None) -> str:
+    """`Studio.look` of the checkpoint at `path` ("attention" where it says none, or cannot be read:
+    its first use says why)."""
+    from ..engine.checkpoints import CheckpointError, read_meta
+    try:
+        return read_meta(path).get("hparams", {}).get("look", "attention") if path else "attention"
+    except CheckpointError:
+        return "attention"
+
+
 class Studio:
     """Shared by all sessions: the captioner and a bounded cache of decodes (thread-safe)."""
 
@@ -240,17 +250,13 @@ class Studio:
         first, so the app's default is never a question-only baseline whose map is uniform)."""
         from ..engine.checkpoints import available
         found = available(self.captioner.checkpoint_dir, task=task)
-        return sorted(found, key=lambda name: self.look(name) == "none") if task == "answer" else list(found)
+        return sorted(found, key=lambda name: _look(found[name]) == "none") if task == "answer" else list(found)
 
     def look(self, name: str) -> str:
         """How a question answering model reads the photo (its hparams' `look`, models/vqa.py):
         "attention" (a map per question), "mean" (every region alike) or "none" (the question only)."""
-        from ..engine.checkpoints import CheckpointError, available, read_meta
-        try:
-            return read_meta(available(self.captioner.checkpoint_dir, task="answer")[name]).get("hparams", {}).get(
-                "look", "attention")
-        except (CheckpointError, KeyError):   # its first use says why
-            return "attention"
+        from ..engine.checkpoints import available
+        return _look(available(self.captioner.checkpoint_dir, task="answer").get(name))
 
     def decode(self, photo: Photo, model: str, settings: DecodeSettings, prefix: list[int] | None = None,
                required: tuple | None = None, question: str | None = None) -> list[AttentionTrace]:

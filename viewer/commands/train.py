@@ -58,7 +58,7 @@ def run(args) -> int:
                       epochs=args.epochs, batch_images=args.batch_images, lr=args.lr or 4e-4, patience=args.patience,
                       dev_split=args.dev_split, dev_images=args.dev_images, device=str(options.device(args)), cache=args.cache, resume=args.resume,
                       init_from=args.init_from, seed=args.seed, hparams=hparams, scst=args.scst,
-                      ground_weight=args.ground_weight, warmup=args.warmup, 
+                      ground_weight=args.ground_weight, warmup=args.warmup,
                       hold_out=tuple(c.strip() for c in args.hold_out.split(",") if c.strip()))
     train(cfg)
     return 0

@@ -154,10 +154,7 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
 
 def _constrained(search: ConstrainedSearch, history, finished, scores, n_img, k, settings) -> list[list[Hypothesis]]:
     """The captions constrained search accepts, each with the steps of the words that met its constraints."""
-    last = history[-1]
-    live = [[(Ending(s, len(history) - 1, last["parent"][r], last["word"][r], last["word_lp"][r], finished=False), r)
-             for r in range(i * k, (i + 1) * k) if (s := scores[i, r - i * k].item()) != float("-inf")]
-            for i in range(n_img)]
+    live = [_live_ends(history, scores, i, k) for i in range(n_img)]
     found = _collect(history, search.accepted(finished, live), scores, n_img, k, settings.length_penalty, settings.width)
     for i, hyps in enumerate(found):
         for h in hyps:
@@ -249,21 +246,22 @@ def _collect(history, finished, scores, n_img, k, length_penalty, want: int | No
     stacked = {key: torch.stack([h[key] for h in history]).cpu() for key in ("attention", "top_ids", "top_lp")}
     for key in ("beta", "sample", "heads", "outside", "copy"):
         stacked[key] = torch.stack([h[key] for h in history]).cpu() if history[0][key] is not None else None
-    last = len(history) - 1
     results = []
     for i in range(n_img):
         ends = list(finished[i])
-        if len(ends) < want:   # no (or too few) beams ended: return the live ones, marked unfinished
-            for j in range(k):
-                r = i * k + j
-                s = scores[i, j].item()
-                rec = history[last]
-                live = Ending(s, last, rec["parent"][r], rec["word"][r], rec["word_lp"][r], finished=False)
-                if s != float("-inf") and len(ends) < want and live not in ends:   # constrained search may have taken it
-                    ends.append(live)
+        for live, _ in _live_ends(history, scores, i, k):   # too few beams ended: the live ones, marked unfinished
+            if len(ends) < want and live not in ends:        # (constrained search may have taken it already)
+                ends.append(live)
         hyps = [_backtrack(history, stacked, e, length_penalty) for e in ends]
         results.append(sorted(hyps, key=lambda h: -h.score))
     return results
+
+
+def _live_ends(history, scores, i: int, k: int) -> list[tuple[Ending, int]]:
+    """Image i's rows still live after the last step, each as an unfinished Ending with its row."""
+    last, rec = len(history) - 1, history[-1]
+    return [(Ending(s, last, rec["parent"][r], rec["word"][r], rec["word_lp"][r], finished=False), r)
+            for r in range(i * k, (i + 1) * k) if (s := scores[i, r - i * k].item()) != float("-inf")]
 
 
 def _backtrack(history, stacked, end: Ending, length_penalty) -> Hypothesis:

@@ -127,7 +127,8 @@ def guided_cost(captioner: Captioner, model: str, photos, settings: DecodeSettin
     plain, guided, constrained = [], [], 0
     for photo, feats in zip(photos, captioner.inputs(lm, photos)):
         x, mask = lm.batch([feats], captioner.device)
-        words = sayable(lm.vocab, detected_words(feats.regions or captioner.vision.detector.detect(photo.rgb)))
+        regions = feats.regions if feats.regions is not None else captioner.vision.detector.detect(photo.rgb)
+        words = sayable(lm.vocab, detected_words(regions))
         constraints = [[constraint_tokens(lm.vocab, w) for w, _ in words]] if words else None
         constrained += constraints is not None
         for _ in range(repeats):
