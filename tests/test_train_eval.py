@@ -263,3 +263,20 @@ def test_scst_reward_is_pycocoevalcap_cider_and_fine_tuning_raises_it(tiny_data,
     assert len(log) == 8 and "cider" in log[0]
     cider = [e["cider"] for e in log]   # sampled captions' CIDEr-D rises (a noisy curve: 6 photos, one per batch)
     assert np.mean(cider[-3:]) > np.mean(cider[:2])
+
+
+def test_a_run_resumes_only_with_the_classes_it_held_out(tiny_data, cache_dir, tmp_path):
+    """--hold-out drops the training captions naming a class; resuming the run without it (or with
+    other classes) would mix two protocols in one run, so it is refused."""
+    from viewer.training.train import TrainConfig, train
+    cfg = TrainConfig(model="sat-soft", data=tiny_data, out=str(tmp_path / "run"), epochs=1, batch_images=3, lr=3e-3,
+                      min_freq=1, cache=cache_dir, hold_out=("dog",),
+                      hparams={"hidden_dim": 32, "embed_dim": 16, "att_dim": 16, "proj_dim": 32, "dropout": 0.0})
+    said = []
+    train(cfg, log=said.append)
+    assert any("held out dog" in str(line) for line in said)
+    cfg.epochs, cfg.resume, cfg.hold_out = 2, True, ()
+    with pytest.raises(ValueError, match="holding out dog, not nothing"):
+        train(cfg, log=lambda *a: None)
+    cfg.hold_out = ("dog",)
+    train(cfg, log=lambda *a: None)   # the same classes: it goes on

@@ -197,6 +197,10 @@ def _build(run: Run, log) -> None:
     last_path = os.path.join(cfg.out, "last.safetensors")
     if cfg.resume and os.path.exists(last_path):
         run.resumed = checkpoints.load(last_path, device)
+        held = tuple(run.resumed.meta.get("training", {}).get("config", {}).get("hold_out", ()))
+        if held != cfg.hold_out:   # other training captions: resuming would mix two protocols in one run
+            raise ValueError(f"{last_path} was trained holding out {', '.join(held) or 'nothing'}, not "
+                             f"{', '.join(cfg.hold_out) or 'nothing'}: give the same --hold-out, or another --out")
         run.vocab, run.model, run.hparams = run.resumed.vocab, run.resumed.model, run.resumed.meta["hparams"]
         return
     run.vocab = Vocabulary.build((c for p in run.train_paths for c in run.data.captions[p]), cfg.min_freq)
