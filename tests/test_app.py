@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 from viewer.app import session as S
+from viewer.app.ui import GUIDES_BY_DEFAULT
 
 from viewer.app import panels as P
 from viewer.engine.decoding import DecodeSettings
@@ -128,7 +129,7 @@ def test_api_captions_a_photo_and_steps(server):
     api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
     assert "/caption_photo" in api
     out = client.predict(handle_file(os.path.join(ASSETS, "chelsea.jpg")), "updown", "Greedy", 3, 1.0, 0, 20, "",
-                         *S.Style().inputs(), api_name="/caption_photo")
+                         GUIDES_BY_DEFAULT, *S.Style().inputs(), api_name="/caption_photo")
     assert "updown" in out[1]
     payload = out[3]          # the page's view: every word's map comes with the caption, drawn in the page
     assert (payload["width"], payload["height"]) == (960, 639) and payload["kind"] == "regions"   # the photo, enlarged
@@ -161,7 +162,7 @@ def test_api_gives_a_readable_error_for_a_bad_photo(server, tmp_path):
     bad.write_bytes(b"not really a jpeg")
     client = Client(url, verbose=False)
     with pytest.raises(Exception) as info:
-        client.predict(handle_file(str(bad)), "sat-soft", "Greedy", 3, 1.0, 0, 20, "", *S.Style().inputs(),
+        client.predict(handle_file(str(bad)), "sat-soft", "Greedy", 3, 1.0, 0, 20, "", GUIDES_BY_DEFAULT, *S.Style().inputs(),
                        api_name="/caption_photo")
     assert "holiday.jpg: not an image file" in str(info.value)
     assert "Traceback" not in str(info.value)

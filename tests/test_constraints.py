@@ -199,3 +199,141 @@ def test_at_the_length_limit_a_live_row_meeting_the_constraint_beats_finished_ca
     best = hyps[0]
     assert "bear" in text(best).split() + [V.words[best.tokens[-1]]] and not best.finished and best.required
     assert len({tuple(h.tokens) for h in hyps}) == len(hyps)   # no row twice
+
+
+class NoisyBigram(Bigram):
+    """Bigram with fixed random log-odds added (seed 0), so no two captions tie: brute force has one answer."""
+    NOISE = 0.3 * torch.randn(len(V), len(V), generator=torch.Generator().manual_seed(0))
+
+    def forward_step(self, state, words):
+        step, state = super().forward_step(state, words)
+        return Step(step.logits + self.NOISE[words], step.attention), state
+
+
+def brute_force_best(avoid: set[str], longest: int = 5) -> float:
+    """The best total log-prob of any finished caption of at most `longest` words none of which is
+    avoided, scored by NoisyBigram as decoding sees it (<pad>, <start> never said)."""
+    import itertools
+    model, words = NoisyBigram(), [w for w in V.words if w not in SPECIALS and w not in avoid]
+    feats, mask = torch.zeros(1, 6, 1), torch.ones(1, 6, dtype=torch.bool)
+    logp = {}
+    for w in V.words:
+        logits = model.forward_step(model.init_state(feats, mask), torch.tensor([V.index[w]]))[0].logits[0]
+        logp[w] = torch.log_softmax(logits.index_fill(0, torch.tensor([V.pad, V.start]), float("-inf")), -1)
+    best = float("-inf")
+    for n in range(longest + 1):
+        for caption in itertools.product(words, repeat=n):
+            seq = ("<start>",) + caption + ("<end>",)
+            best = max(best, sum(logp[a][V.index[b]].item() for a, b in zip(seq, seq[1:])))
+    return best
+
+
+def run_avoiding(avoid: list[str], constraints=None, beam=3, prefix=None, model=None):
+    feats, mask = torch.linspace(0, 1, 6).reshape(1, 6, 1), torch.ones(1, 6, dtype=torch.bool)
+    words = None if constraints is None else [[[tuple(V.encode(w)) for w in c] for c in constraints]]
+    return decode(model or Bigram(), feats, mask, DecodeSettings(beam_size=beam, max_len=8), V, constraints=words,
+                  prefixes=None if prefix is None else [V.encode(prefix)],
+                  avoid=[[tuple(V.encode(w)) for w in avoid]])[0]
+
+
+def test_an_avoided_word_is_never_said_and_the_best_caption_without_it_is_returned():
+    """'dog' follows 'a' in the model's best caption: ruled out, the caption is the best one without
+    it (brute force over every caption of up to 5 words), and plain search is unchanged otherwise."""
+    assert text(run_avoiding([], model=NoisyBigram())[0]) == "a dog in the field"
+    best = run_avoiding(["dog"], model=NoisyBigram())[0]
+    assert "dog" not in text(best).split() and best.finished
+    assert sum(best.logprobs) == pytest.approx(brute_force_best({"dog"}), abs=1e-5)
+    assert text(run_avoiding(["bear"], model=NoisyBigram())[0]) == "a dog in the field"   # nothing to rule out
+    two = run_avoiding(["dog", "bear"], model=NoisyBigram())[0]
+    assert sum(two.logprobs) == pytest.approx(brute_force_best({"dog", "bear"}), abs=1e-5)
+    assert not {"dog", "bear"} & set(text(two).split())
+
+
+def test_a_word_of_several_tokens_is_ruled_out_whole_and_its_tokens_stay_free():
+    """Avoiding 'teddy bear' (two tokens): required to say 'teddy', the caption never goes on with
+    'bear' (the model's likely next word), yet 'bear' alone and 'teddy' alone stay sayable; a
+    forced prefix is never ruled out."""
+    best = run_avoiding(["teddy bear"], constraints=[["teddy"]])[0]
+    words = text(best).split()
+    assert "teddy" in words and words[words.index("teddy") + 1:words.index("teddy") + 2] != ["bear"]
+    assert "bear" in text(run_avoiding(["teddy bear"], constraints=[["bear"]])[0]).split()
+    assert text(run_avoiding(["dog"], prefix="a dog")[0]) == "a dog in the field"
+
+
+def test_unseen_words_are_the_rule_out_classes_the_detector_kept_no_box_of():
+    import numpy as np
+    from viewer.analysis.guide import MORE_WORDS, UNKNOWN, unseen_words
+    from viewer.engine.vision.boxes import Regions
+    nobody = Regions(np.zeros((1, 4), np.float32), ["dog"], np.array([0.9]))
+    words = unseen_words(nobody)
+    assert {"man", "men", "people", "girl", "hikers"} <= set(words) and words[-1] == UNKNOWN
+    assert not {"dog", "dogs"} & set(words) and set(MORE_WORDS["person"]) <= set(words)
+    someone = Regions(np.zeros((2, 4), np.float32), ["dog", "person"], np.array([0.9, 0.21]))
+    assert unseen_words(someone) == [UNKNOWN]   # any box the detector kept counts
+
+
+def test_the_app_rules_out_a_person_the_detector_does_not_see_and_says_so(captioner):
+    """Explore's guidance: on the rocket (the detector finds no one) no person word is said, nor
+    <unk>, and the note says why; on Grace Hopper (a person found) only <unk> is ruled out. Branching
+    goes on under the same ruling out; requiring the detector's classes marks them."""
+    import os
+
+    from conftest import ASSETS
+    from viewer.app import session as S
+    studio = S.Studio(captioner)
+    settings = DecodeSettings(beam_size=2)
+    ex = studio.explore(os.path.join(ASSETS, "rocket.jpg"), "updown", settings, rule_out=True)
+    assert "man" in ex.avoid and "<unk>" in ex.avoid
+    for trace in ex.beams:
+        assert not set(trace.words) & set(ex.avoid)
+    assert "never person (the detector sees none)" in S.guidance_note(ex) and "<unk>" in S.guidance_note(ex)
+    t = 1
+    word = next(w for w, _ in ex.trace.steps[t].alternatives if w not in (ex.trace.steps[t].word, "<end>"))
+    branched = studio.branch(ex, t, word)
+    assert branched.avoid == ex.avoid and not set(branched.trace.words[t + 1:]) & set(ex.avoid)
+    seen = studio.explore(os.path.join(ASSETS, "grace_hopper.jpg"), "updown", settings, rule_out=True,
+                          name_detected=True)
+    assert seen.avoid == ("<unk>",)
+    assert {w for words, source in seen.required for w in words if source == "detector"} >= {"man", "person"}
+    assert "must name person" in S.guidance_note(seen)
+    assert S.guidance_note(studio.explore(os.path.join(ASSETS, "rocket.jpg"), "updown", settings)) == ""
+
+
+def test_the_command_line_guided_by_the_detector_never_says_a_person_it_does_not_see(tiny_checkpoints, capsys):
+    import json
+    import os
+
+    from conftest import ASSETS
+    from viewer.__main__ import main as cli
+    from viewer.analysis.guide import unseen_words
+    from viewer.engine.vision.boxes import Regions
+    import numpy as np
+    ruled_out = set(unseen_words(Regions(np.zeros((0, 4), np.float32), [], np.zeros(0))))
+    for model in ("sat-soft", "updown"):
+        assert cli(["--checkpoints", tiny_checkpoints, "caption", os.path.join(ASSETS, "rocket.jpg"), "--model", model,
+                    "--guide", "detector", "--json"]) == 0
+        trace = json.loads(capsys.readouterr().out)
+        assert not {s["word"] for s in trace["steps"]} & ruled_out
+
+
+def test_the_guidance_switches_in_the_browser_rule_out_and_require_what_the_detector_says(server):
+    """Explore's "Guided by what the detector sees": both switches off as the app starts; ticked, the
+    status says what the detector asked (the coffee cup: must name cup, never a person, never <unk>)
+    and the required word is marked in the caption."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from test_app import _browser, _page_with_photo
+    from viewer.app.ui import NAME_DETECTED, RULE_OUT
+    url, _ = server
+    with sync_playwright() as p:
+        browser = _browser(p)
+        page = _page_with_photo(browser, url)
+        boxes = page.locator("#guides input[type=checkbox]")
+        assert boxes.count() == 2 and not any(boxes.nth(i).is_checked() for i in range(2))
+        page.get_by_label(RULE_OUT).check()
+        page.get_by_label(NAME_DETECTED).check()
+        page.locator("#run").click()
+        expect(page.locator("#status")).to_contain_text("Guided by the detector: must name cup", timeout=90_000)
+        expect(page.locator("#status")).to_contain_text("never person")
+        expect(page.locator("#caption")).to_contain_text("cup")
+        browser.close()

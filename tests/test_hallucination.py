@@ -97,7 +97,13 @@ def test_the_example_photos_report_marks_what_each_caption_names_that_the_photo_
     from conftest import ASSETS
     report = caption_examples(Captioner("cpu", checkpoint_dir=tiny_checkpoints), models=("updown",))
     there = json.load(open(os.path.join(ASSETS, "objects.json")))["photos"]
-    assert {(r["photo"], r["decoding"]) for r in report["captions"]} == {(p, d) for p in there for d in ("plain", "guided")}
+    decodings = ("plain", "ruled out", "guided")
+    assert {(r["photo"], r["decoding"]) for r in report["captions"]} == {(p, d) for p in there for d in decodings}
     for r in report["captions"]:
         assert r["not_there"] == sorted(named(r["caption"]) - set(there[r["photo"]]))
         assert r["decoding"] == "guided" or not r["required"]
+        assert r["decoding"] != "plain" or not r["ruled_out"]
+        assert "<unk>" not in r["caption"].split() or r["decoding"] == "plain"
+        if r["ruled_out"]:   # the detector sees no person there, and the caption names none
+            assert "person" not in r["named"]
+    assert any(r["ruled_out"] == ["person"] for r in report["captions"] if r["photo"] == "rocket.jpg")

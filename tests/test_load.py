@@ -50,8 +50,9 @@ def _caption(url, path):
     from gradio_client import Client, handle_file
 
     from viewer.app.session import Style
+    from viewer.app.ui import GUIDES_BY_DEFAULT
     client = Client(url, verbose=False)
-    return client.predict(handle_file(str(path)), "sat-soft", "Greedy", 3, 1.0, 0, 20, "", *Style().inputs(),
+    return client.predict(handle_file(str(path)), "sat-soft", "Greedy", 3, 1.0, 0, 20, "", GUIDES_BY_DEFAULT, *Style().inputs(),
                           api_name="/caption_photo")
 
 

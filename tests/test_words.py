@@ -298,3 +298,23 @@ def test_the_apps_trace_cache_is_bounded_in_bytes(subword):
     studio.decode(photo, model, DecodeSettings(strategy="greedy", max_len=7))
     assert 1 <= len(studio._decodes) < 4 and studio.decode_bytes() <= studio.max_decode_bytes
     studio.close()
+
+
+def test_a_word_to_avoid_of_several_tokens_is_ruled_out_at_its_last_token(subword):
+    """A word of several tokens the model says (greedy), as a word to avoid: its token sequence is the
+    caption's spelling, and given the caption up to the word's last token, greedy decoding, which said
+    that token, now says another; beam search too."""
+    from viewer.engine.constraints import avoid_tokens
+    from viewer.engine.decoding import DecodeSettings
+    cap, model, photo, _ = subword
+    vocab = cap.model(model).vocab
+    said = cap.caption([photo], model, DecodeSettings(strategy="greedy", max_len=12))[0][0]
+    ids = said.token_ids
+    word = next(w for w in said.word_spans if w.last > w.first and tuple(ids[w.first:w.last + 1]) in
+                avoid_tokens(vocab, [w.text]))
+    for settings in (DecodeSettings(strategy="greedy", max_len=12), DecodeSettings(beam_size=2, max_len=12)):
+        again = cap.caption([photo], model, settings, [ids[:word.last]])[0]
+        ruled = cap.caption([photo], model, settings, [ids[:word.last]], avoid=[[word.text]])[0]
+        assert settings.strategy == "beam" or again[0].token_ids[word.last] == ids[word.last]
+        for trace in ruled:
+            assert trace.token_ids[:word.last] == ids[:word.last] and trace.token_ids[word.last] != ids[word.last]

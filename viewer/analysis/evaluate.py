@@ -18,9 +18,9 @@ from dataclasses import asdict
 
 from ..engine.vocab import tokenize
 from ..engine.decoding import DecodeSettings, Hypothesis
-from .guide import detected_words, sayable
+from .guide import detected_words, sayable, unseen_words
 from .hallucination import hallucination_block, novel_block, unsupported_block, unsupported_words
-from ..engine.constraints import constraint_tokens
+from ..engine.constraints import avoid_tokens, constraint_tokens
 from .faithfulness import WordFaithfulness, faithfulness_block, measure
 from .generation import generate
 from .grounding import PROXY_BOXES, Caption, block_of, caption_part, detector_found, detector_recall, grid_units, trace_caption
@@ -131,7 +131,8 @@ def split_records(loaded, data, paths: list[str], indices: list[int], cache, set
     cache (filled first when `vision` is given). Every reference is forced through the model (the
     same words for all models); `heads`: each head's grounding on them too; `faithfulness`: how much
     their object words depend on where the model looked (seeded by the chunk's first index);
-    `guide` ({"threshold", "most"}): captions must name the detector's top classes (guide.py)."""
+    `guide` ({"threshold", "most", "rule_out"}): captions must name the detector's top classes and
+    must not say the words of the `rule_out` classes it does not see (guide.py)."""
     if vision is not None:
         cache.build(paths, vision, log=lambda *a: None)
     items = [cache.load(p) for p in paths]
@@ -139,7 +140,9 @@ def split_records(loaded, data, paths: list[str], indices: list[int], cache, set
     required = None if guide is None else \
         [[constraint_tokens(loaded.vocab, words) for words, _ in sayable(loaded.vocab, detected_words(
             it.regions, guide["threshold"], guide["most"]))] for it in items]
-    own = generate(loaded, items, paths, settings, device=device, constraints=required)
+    avoid = None if guide is None or "rule_out" not in guide else \
+        [avoid_tokens(loaded.vocab, unseen_words(it.regions, guide["rule_out"])) for it in items]
+    own = generate(loaded, items, paths, settings, device=device, constraints=required, avoid=avoid)
     seconds = (time.perf_counter() - start) / len(paths)
     rows = [(j, loaded.vocab.encode(ref) + [loaded.vocab.end]) for j, p in enumerate(paths) for ref in data.captions[p]]
     repeated = [items[j] for j, _ in rows]

@@ -1,7 +1,7 @@
-"""The example photos (assets/), captioned by every shipped captioning model as the app does (beam
-3) and guided by the detector: which captions name only what the photo holds, against the COCO
-classes a person listed by looking (assets/objects.json). `python -m viewer.analysis.examples`
-writes reports/examples.json; the README's table is generated from it (tables.py)."""
+"""The example photos (assets/), captioned by every shipped captioning model (beam 3) plain (as the
+app starts), ruling out what the detector does not see, and also made to name its top classes: which captions name only what the photo holds, against the COCO classes a person listed by
+looking (assets/objects.json). `python -m viewer.analysis.examples` writes reports/examples.json;
+the README's table is generated from it (tables.py)."""
 from __future__ import annotations
 
 import json
@@ -11,31 +11,41 @@ import sys
 from ..engine.decoding import DecodeSettings
 from ..engine.images import load_photo
 from ..paths import ASSETS, ROOT
-from .guide import detected_words
+from .guide import detected_words, sayable, unseen_words
+from .grounding import word_class
 from .hallucination import named
 
 MODELS = ("sat-soft", "sat-hard", "transformer", "updown", "updown-copy")
 OUT = os.path.join(ROOT, "reports", "examples.json")
 SETTINGS = DecodeSettings(strategy="beam", beam_size=3)
+# (name, must name the detector's top classes, rule out what it does not see); the app starts plain (app/ui.py)
+DECODINGS = (("plain", False, False), ("ruled out", False, True), ("guided", True, True))
+APP_DEFAULT = "plain"
 
 
 def caption_examples(captioner, models: tuple[str, ...] = MODELS) -> dict:
-    """Every example photo x model x (plain, guided): the caption, the classes it names and those of
-    them the photo does not hold."""
+    """Every example photo x model x decoding (DECODINGS): the caption, the classes it names and those
+    of them the photo does not hold."""
     objects = json.load(open(os.path.join(ASSETS, "objects.json")))
     rows = []
     for name, there in sorted(objects["photos"].items()):
         photo = load_photo(os.path.join(ASSETS, name))
-        required = detected_words(captioner.vision.detector.detect(photo.rgb))
+        regions = captioner.vision.detector.detect(photo.rgb)
         for model in models:
-            for decoding, constraints in (("plain", None), ("guided", [required] if required else None)):
-                trace = captioner.caption([photo], model, SETTINGS, constraints=constraints)[0][0]
+            required = sayable(captioner.model(model).vocab, detected_words(regions))
+            for decoding, name_detected, rule_out in DECODINGS:
+                must = required if name_detected else []
+                trace = captioner.caption([photo], model, SETTINGS, constraints=[must] if must else None,
+                                          avoid=[unseen_words(regions)] if rule_out else None)[0][0]
                 said = named(trace.caption)
                 rows.append({"photo": name, "model": model, "decoding": decoding, "caption": trace.caption,
-                             "required": [words[0] for words, _ in required] if constraints else [],
+                             "required": sorted({word_class(words[0]) for words, _ in must}),
+                             "ruled_out": sorted({word_class(w) for w in unseen_words(regions)} - {None})
+                             if rule_out else [],
                              "named": sorted(said), "not_there": sorted(said - set(there))})
-    return {"objects": objects, "decoding": "beam 3, as the app; guided: must name the detector's top classes "
-            "(analysis/guide.py)", "captions": rows}
+    return {"objects": objects, "decoding": "beam 3; plain (the app's default); 'ruled out': never the words of a class "
+            "the detector reliably finds when it finds none, nor <unk>; 'guided': also must name its top classes "
+            "(analysis/guide.py)", "app_default": APP_DEFAULT, "captions": rows}
 
 
 def main(argv: list[str] | None = None) -> int:

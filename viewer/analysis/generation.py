@@ -7,10 +7,11 @@ from ..engine.decoding import DecodeSettings, Hypothesis, decode
 
 def generate(loaded, items, names, settings: DecodeSettings, batch_size: int = 100, device="cpu",
              prefixes: list[list[int]] | None = None, constraints: list | None = None,
-             prompts=None) -> dict[str, Hypothesis]:
+             prompts=None, avoid: list | None = None) -> dict[str, Hypothesis]:
     """The best hypothesis for each image (features already computed), batched; with `prefixes`
     (and a forced strategy), the given token sequences scored instead; with `constraints` (per
-    image, engine/constraints.py), constrained beam search; with `prompts` (a tensor of question
+    image, engine/constraints.py), constrained beam search, never completing the words to `avoid`
+    (per image, token sequences); with `prompts` (a tensor of question
     word ids, one row per item), a question answering model's answers."""
     out = {}
     for i in range(0, len(items), batch_size):
@@ -18,6 +19,7 @@ def generate(loaded, items, names, settings: DecodeSettings, batch_size: int = 1
         chunk = None if prefixes is None else prefixes[i:i + batch_size]
         hyps = decode(loaded.model, x, mask, settings, loaded.vocab, chunk,
                       constraints=None if constraints is None else constraints[i:i + batch_size],
-                      prompt=None if prompts is None else prompts[i:i + batch_size])
+                      prompt=None if prompts is None else prompts[i:i + batch_size],
+                      avoid=None if avoid is None else avoid[i:i + batch_size])
         out.update((name, hs[0]) for name, hs in zip(names[i:i + batch_size], hyps))
     return out

@@ -173,8 +173,9 @@ def naming_table(_reports=None, evaluations: dict[str, dict] | None = None, guid
              "| unsupported object words: looked at another object / at nothing detected |",
              "|---|---|---|---|---|---|---|---|---|"]
     for model, r in evaluations.items():
-        runs = [("beam 3", r)] + [(f"beam 3, must name the detector's classes >= {g['guide']['threshold']}", g)
-                                  for g in guided.values() if g["model"] == model and g["split"] == r["split"]]
+        runs = [("beam 3", r)] + [(_guidance(g["guide"]), g) for g in sorted(
+            (g for g in guided.values() if g["model"] == model and g["split"] == r["split"]),
+            key=lambda g: (g["guide"].get("most", 1) > 0, bool(g["guide"].get("rule_out"))))]
         for decoding, g in runs:
             h, why = g["hallucination"], g["hallucination"].get("why")
             cause = "–" if why is None else f"{why['words']}: {why['naming failure']} / {why['nothing detected']}"
@@ -182,6 +183,14 @@ def naming_table(_reports=None, evaluations: dict[str, dict] | None = None, guid
                          f"{_f(h['chair_i'], 3)}{_ci(h['chair_i_ci'])} | {_f(h['chair_s'], 3)}{_ci(h['chair_s_ci'])} | "
                          f"{_f(h['object_recall'], 3)}{_ci(h['object_recall_ci'])} | {cause} |")
     return "\n".join(lines)
+
+
+def _guidance(guide: dict) -> str:
+    """How a guided evaluation was decoded, in words (evaluate --guide: analysis/guide.py)."""
+    parts = [f"must name the detector's classes >= {guide['threshold']}"] if guide.get("most", 1) else []
+    if guide.get("rule_out"):
+        parts.append(f"never an unseen {' or '.join(guide['rule_out'])}, nor `<unk>`")
+    return "beam 3, " + "; ".join(parts)
 
 
 NOVEL = os.path.join(ROOT, "reports", "novel")   # `make novel`: evaluate --out reports/novel/RUN
@@ -207,27 +216,30 @@ EXAMPLES = os.path.join(ROOT, "reports", "examples.json")   # python -m viewer.a
 
 
 def examples_table(_reports=None, path: str = EXAMPLES) -> str:
-    """The example photos' captions by every shipped model as the app starts (beam 3), the object
-    words the photo does not hold struck through; then, per model, how many name only what is there,
-    plain and guided by the detector."""
+    """The example photos' captions by every shipped model as the app starts (beam 3, ruling out what
+    the detector does not see), the object words the photo does not hold struck through; then, per
+    model, how many name only what is there in each decoding."""
     if not os.path.exists(path):
         return "No example captions are committed yet (`python -m viewer.analysis.examples`)."
     from .grounding import word_class
-    rows = json.load(open(path))["captions"]
+    report = json.load(open(path))
+    rows, default = report["captions"], report["app_default"]
     models = list(dict.fromkeys(r["model"] for r in rows))
     photos = list(dict.fromkeys(r["photo"] for r in rows))
-    plain = {(r["photo"], r["model"]): r for r in rows if r["decoding"] == "plain"}
+    decodings = list(dict.fromkeys(r["decoding"] for r in rows))
+    shown = {(r["photo"], r["model"]): r for r in rows if r["decoding"] == default}
 
     def marked(r: dict) -> str:
         return " ".join(f"~~{w}~~" if word_class(w) in r["not_there"] else f"`{w}`" if w.startswith("<") else w
                         for w in r["caption"].split())
     lines = ["| photo | " + " | ".join(f"`{m}`" for m in models) + " |", "|---|" + "---|" * len(models)]
-    lines += [f"| {p} | " + " | ".join(marked(plain[p, m]) for m in models) + " |" for p in photos]
+    lines += [f"| {p} | " + " | ".join(marked(shown[p, m]) for m in models) + " |" for p in photos]
     counts = []
     for m in models:
-        ok = {d: sum(not r["not_there"] for r in rows if r["model"] == m and r["decoding"] == d) for d in ("plain", "guided")}
-        counts.append(f"`{m}` {ok['plain']} plain, {ok['guided']} guided")
-    return "\n".join(lines) + f"\n\nOf {len(photos)} photos, named only what is there: " + "; ".join(counts) + "."
+        ok = {d: sum(not r["not_there"] for r in rows if r["model"] == m and r["decoding"] == d) for d in decodings}
+        counts.append(f"`{m}` " + ", ".join(f"{ok[d]} {d}" for d in decodings))
+    return "\n".join(lines) + f"\n\nCaptions as the app starts ({default}). Of {len(photos)} photos, named only " \
+        "what is there: " + "; ".join(counts) + "."
 
 
 ANSWERS = os.path.join(ROOT, "reports", "qa")   # `evaluate --questions ... --out reports/qa/MODEL`: report.json

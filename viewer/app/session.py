@@ -161,6 +161,7 @@ class Exploration:
     dependence: dict = field(default_factory=dict)            # tokens -> (T,) visual dependence, nats
     sent_view: str | None = None                              # the key of what the page's view holds (Studio.page_view)
     required: tuple | None = None                             # the words the caption must include (Studio.decode)
+    avoid: tuple = ()                                         # words it must not say (guided: classes not detected)
 
     def __post_init__(self):
         if self.display is None:
@@ -230,6 +231,7 @@ class Studio:
         self._pipes: dict[tuple, Pipeline] = {}
         self._deletions: OrderedDict[tuple, Deletion] = OrderedDict()
         self._dependences: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._detections: OrderedDict[tuple, object] = OrderedDict()   # the detector's regions per photo (guidance)
         self._computing: dict[tuple, threading.Lock] = {}   # keys being computed by `_once`
         self._opened: OrderedDict[tuple, OpenedPhoto] = OrderedDict()   # photo files opened (open_photo)
         self._displays: OrderedDict[str, str] = OrderedDict()             # display copies for the page (view_photo)
@@ -259,17 +261,18 @@ class Studio:
         return _look(available(self.captioner.checkpoint_dir, task="answer").get(name))
 
     def decode(self, photo: Photo, model: str, settings: DecodeSettings, prefix: list[int] | None = None,
-               required: tuple | None = None, question: str | None = None) -> list[AttentionTrace]:
+               required: tuple | None = None, question: str | None = None, avoid: tuple = ()) -> list[AttentionTrace]:
         """The traces of a decode, cached; `required`: ((words, source), ...) the caption must include;
-        `question`: a question answering model's question (the traces are answers)."""
-        key = (photo_key(photo), model, settings, tuple(prefix or ()), required, question)
+        `avoid`: words it must not say; `question`: a question answering model's question (the traces are answers)."""
+        key = (photo_key(photo), model, settings, tuple(prefix or ()), required, question, avoid)
         with self._lock:
             if key in self._decodes:
                 self._decodes.move_to_end(key)
                 return self._decodes[key]
             traces = self.captioner.caption([photo], model, settings, None if prefix is None else [prefix],
                                             constraints=None if required is None else [[(list(w), s) for w, s in required]],
-                                            questions=None if question is None else [question])[0]
+                                            questions=None if question is None else [question],
+                                            avoid=[list(avoid)] if avoid else None)[0]
             self._decodes[key] = traces
             while len(self._decodes) > 1 and (len(self._decodes) > self.max_decodes or self.decode_bytes() > self.max_decode_bytes):
                 self._decodes.popitem(last=False)
@@ -294,14 +297,30 @@ class Studio:
             warmed.append(name)
         return warmed
 
-    def explore(self, photo_source, model: str, settings: DecodeSettings, required: tuple | None = None) -> Exploration:
-        """A new Exploration of a photo (a file, opened once: `open_photo`) with a model's decode."""
-        if isinstance(photo_source, Photo):
-            return Exploration(photo_source, model, settings, self.decode(photo_source, model, settings, None, required),
-                               required=required)
-        opened = self.open_photo(photo_source)
-        return Exploration(opened.photo, model, settings, self.decode(opened.photo, model, settings, None, required),
-                           display=opened.display, display_key=opened.key, required=required)
+    def explore(self, photo_source, model: str, settings: DecodeSettings, required: tuple | None = None,
+                name_detected: bool = False, rule_out: bool = False) -> Exploration:
+        """A new Exploration of a photo (a file, opened once: `open_photo`) with a model's decode;
+        guided by the detector (`guidance`): `name_detected` requires its top classes besides the
+        `required` words, `rule_out` keeps the words of what it does not see out."""
+        opened = None if isinstance(photo_source, Photo) else self.open_photo(photo_source)
+        photo = photo_source if opened is None else opened.photo
+        avoid = ()
+        if name_detected or rule_out:
+            found, unseen = self.guidance(photo, model)
+            required = (required or ()) + found if name_detected and found else required
+            avoid = unseen if rule_out else ()
+        shown = {} if opened is None else {"display": opened.display, "display_key": opened.key}
+        return Exploration(photo, model, settings, self.decode(photo, model, settings, None, required, avoid=avoid),
+                           required=required, avoid=avoid, **shown)
+
+    def guidance(self, photo: Photo, model: str) -> tuple[tuple, tuple]:
+        """What the detector says a caption of the photo must and must not name (analysis/guide.py):
+        (((words, "detector"), ...) of its top classes the model can say, the words to avoid)."""
+        from ..analysis.guide import detected_words, sayable, unseen_words
+        regions = self._once(self._detections, ("detections", photo_key(photo)),
+                             lambda: self.captioner.vision.detector.detect(photo.rgb))
+        found = sayable(self.captioner.model(model).vocab, detected_words(regions))
+        return tuple((tuple(words), source) for words, source in found), tuple(unseen_words(regions))
 
     def ask(self, photo_source, model: str, question: str) -> Exploration:
         """A new Exploration whose trace is a question answering model's answer (one word, then
@@ -375,19 +394,19 @@ class Studio:
             settings = replace(ex.settings, strategy="forced")
             beams = self.decode(ex.photo, ex.model, settings, prefix, question=ex.trace.question)
         else:                    # the model goes on, still to include the words it must
-            beams = self.decode(ex.photo, ex.model, ex.settings, prefix, ex.required, question=ex.trace.question)
+            beams = self.decode(ex.photo, ex.model, ex.settings, prefix, ex.required, ex.trace.question, ex.avoid)
         return replace(ex, beams=beams, beam=0, step=step, prefixes=ex.prefixes + [prefix])
 
     def unbranch(self, ex: Exploration) -> Exploration:
         """Back one branch (the memoised decodes make this instant)."""
         prefixes = ex.prefixes[:-1]
         beams = self.decode(ex.photo, ex.model, ex.settings, prefixes[-1] if prefixes else None, ex.required,
-                            question=ex.trace.question)
+                            ex.trace.question, ex.avoid)
         return replace(ex, beams=beams, beam=0, step=min(ex.step, len(beams[0].steps) - 1), prefixes=prefixes)
 
     def reset(self, ex: Exploration) -> Exploration:
         return replace(ex, beams=self.decode(ex.photo, ex.model, ex.settings, None, ex.required,
-                                             question=ex.trace.question), beam=0, step=0, prefixes=[])
+                                             ex.trace.question, ex.avoid), beam=0, step=0, prefixes=[])
 
     # --- explaining ----------------------------------------------------------------------------
     def explain(self, ex: Exploration, method: str) -> Explanation:
@@ -719,6 +738,19 @@ def shown_tokens(trace: AttentionTrace) -> list[str]:
 def first_steps(trace: AttentionTrace) -> list[int]:
     """For each step, its word's first step: where a click on the word goes."""
     return [trace.word_at(t).first for t in range(len(trace.steps))]
+
+
+def guidance_note(ex: Exploration) -> str:
+    """What the detector asked of the caption, in a line: the classes it had to name, the words it
+    could not say (empty when it asked nothing)."""
+    from ..analysis.grounding import word_class
+    from ..analysis.guide import UNKNOWN
+    must = sorted({word_class(words[0]) or words[0] for words, source in ex.required or () if source == "detector"})
+    never = sorted({word_class(w) for w in ex.avoid if w != UNKNOWN} - {None})
+    parts = ([f"must name {', '.join(must)}"] if must else []) + \
+        ([f"never {', '.join(never)} (the detector sees none)"] if never else []) + \
+        (["never `<unk>`"] if UNKNOWN in ex.avoid else [])
+    return "Guided by the detector: " + " · ".join(parts) + "." if parts else ""
 
 
 def beam_choices(ex: Exploration) -> list[str]:

@@ -30,8 +30,8 @@ def add_parser(sub) -> None:
     p.add_argument("--length-penalty", type=float, default=0.0)
     p.add_argument("--include", metavar="WORDS", help="beam search that must include these words (constrained "
                    "beam search): comma-separated, 'a|b' for either, a single word also in its plural")
-    p.add_argument("--guide", choices=["detector"], help="require the words of the detector's top classes "
-                   "(constrained beam search; see analysis/guide.py)")
+    p.add_argument("--guide", choices=["detector"], help="require the words of the detector's top classes and "
+                   "never say a person it does not see, nor <unk> (constrained beam search; see analysis/guide.py)")
     p.add_argument("--need", type=int, metavar="N", help="with --include/--guide: how many of the required words "
                    "must appear (default all)")
     p.add_argument("--json", action="store_true", help="one JSON trace per image (schema in README)")
@@ -106,9 +106,9 @@ def open_worker(opts: dict):
         if force is not None:
             trace = captioner.force([photo], model, [force], seed=opts["decode"]["seed"])[0]
         else:
-            required = required_words(captioner, photo, opts)
+            required, avoid = required_words(captioner, photo, opts)
             trace = captioner.caption([photo], model, settings, constraints=required and [required],
-                                      need=opts["need"])[0][0]
+                                      need=opts["need"], avoid=avoid and [avoid])[0][0]
         rec = {"index": item["index"], "id": item["id"], "caption": trace.caption,
                "logprob": round(sum(s.logprob for s in trace.steps), 4)}
         shown = trace
@@ -133,17 +133,19 @@ def open_worker(opts: dict):
 
 
 def required_words(captioner, photo, opts: dict):
-    """The constraints of one photo's caption: the user's words and the detector's classes (None: none)."""
-    from ..analysis.guide import detected_words, user_words
+    """What one photo's caption must and must not say: the user's words and the detector's classes
+    (None: none), and with --guide the words of what it does not see (analysis/guide.py; None: none)."""
+    from ..analysis.guide import detected_words, unseen_words, user_words
+    regions = captioner.vision.detector.detect(photo.rgb) if opts["guide"] else None
     found = (user_words(opts["include"]) if opts["include"] else []) + \
-        (detected_words(captioner.vision.detector.detect(photo.rgb)) if opts["guide"] else [])
-    return found or None
+        (detected_words(regions) if regions is not None else [])
+    return found or None, unseen_words(regions) if regions is not None else None
 
 
 def guide(source: str | None) -> dict | None:
     """--guide as the records' fingerprint names it: the source and the constants that choose its words."""
-    from ..analysis.guide import MOST, THRESHOLD
-    return None if source is None else {"source": source, "threshold": THRESHOLD, "most": MOST}
+    from ..analysis.guide import MOST, RULE_OUT, THRESHOLD
+    return None if source is None else {"source": source, "threshold": THRESHOLD, "most": MOST, "rule_out": list(RULE_OUT)}
 
 
 def photo_paths(images: list[str]) -> list[str]:

@@ -38,6 +38,8 @@ def add_parser(sub) -> None:
                    "beam search, analysis/guide.py); the report says so")
     p.add_argument("--guide-threshold", type=float, metavar="S", help="with --guide: the detection score a class "
                    "needs (default analysis/guide.py THRESHOLD; choose it on dev-select)")
+    p.add_argument("--guide-most", type=int, metavar="N", help="with --guide: require at most N classes (default "
+                   "analysis/guide.py MOST; 0: only rule out the words of classes it does not see)")
     p.add_argument("--questions", "--qa", metavar="FILE.json", help="question answering models (vqa-*): accuracy on the "
                    "split's questions of this file (written by `qa-data`), per type, beside the commonest answer")
     p.add_argument("--dependence", action="store_true", help="with --questions: each answer's visual dependence "
@@ -153,11 +155,13 @@ def guide_settings(args, loaded) -> dict | None:
     """--guide as the records' fingerprint and the report name it."""
     if not args.guide:
         return None
-    from ..analysis.guide import MOST, THRESHOLD
+    from ..analysis.guide import MOST, RULE_OUT, THRESHOLD
     if loaded.imported:
         raise ValueError("--guide reads the detector's boxes in the feature cache: for the models trained here")
+    if args.guide_most is not None and args.guide_most < 0:
+        raise ValueError("--guide-most: how many classes to require, 0 or more")
     return {"source": args.guide, "threshold": THRESHOLD if args.guide_threshold is None else args.guide_threshold,
-            "most": MOST}
+            "most": MOST if args.guide_most is None else args.guide_most, "rule_out": list(RULE_OUT)}
 
 
 def reduce(fingerprint: dict, records: list[dict]) -> dict:

@@ -11,7 +11,12 @@ overall, the next token of every word of every constraint it has not met (so a c
 is always tried, however unlikely). The answer is the best finished caption whose state meets at
 least `need` constraints (all, by default); failing that, of the finished captions and the rows
 still live at the length limit, those meeting most (a finished one first where they meet as many). The
-search stops when no live row can beat the best such caption (or at the length limit).
+search stops when no live row can beat the `beam` best such captions (or at the length limit).
+
+Words to *avoid* (per image, token sequences) are never completed: a row whose tokens end with all
+but the last token of such a word cannot emit that last token (a one-token word is never emitted),
+as transformers' `bad_words_ids` rules words out. A word's tokens that begin a longer word are ruled
+out with it (a sub-word "man" also ends "man|go" there); a forced prefix is never ruled out.
 """
 from __future__ import annotations
 
@@ -25,15 +30,16 @@ Requirement = tuple[list[str], str]  # the words any of which meets it, and who 
 
 class ConstrainedSearch:
     def __init__(self, constraints: list[list[Constraint]], beam: int, need: int | None = None,
-                 prefixes: list[list[int]] | None = None):
+                 prefixes: list[list[int]] | None = None, avoid: list[list[tuple[int, ...]]] | None = None):
         """`prefixes`: per image, tokens every caption starts with (branching: a word chosen in the
-        app, the constraints still to meet after it)."""
+        app, the constraints still to meet after it). `avoid`: per image, words never to complete."""
         if any(len(c) > MAX_CONSTRAINTS for c in constraints):
             raise ValueError(f"at most {MAX_CONSTRAINTS} constraints per photo")
         if any(not words or any(not w for w in words) for c in constraints for words in c):
             raise ValueError("a constraint needs at least one word, and a word at least one token")
         self.sets = [[[tuple(w) for w in words] for words in c] for c in constraints]
         self.prefixes = prefixes or [[] for _ in constraints]
+        self.avoid = [[tuple(w) for w in words if w] for words in (avoid or [[] for _ in constraints])]
         self.beam, self.states = beam, 2 ** max((len(c) for c in constraints), default=0)
         self.k = beam * self.states
         self.need = [len(c) if need is None else min(need, len(c)) for c in self.sets]
@@ -63,6 +69,7 @@ class ConstrainedSearch:
         best 2 * beam tokens (each state's bank is searched as a beam of its own) and its
         constrained next tokens; within the image's prefix, only the prefix's token at step t."""
         n_img, k = scores.shape
+        logp = self.ruled_out(logp, t)
         total = scores.view(-1, 1) + logp
         best = total.topk(min(2 * self.beam, logp.shape[1]), dim=1).indices.tolist()
         out = []
@@ -81,6 +88,25 @@ class ConstrainedSearch:
             tot, lp = total[rows, words].tolist(), logp[rows, words].tolist()
             out.append(sorted(((r, w, s, p) for (r, w), s, p in zip(cands, tot, lp)), key=lambda c: -c[2]))
         return out
+
+    def ruled_out(self, logp: torch.Tensor, t: int) -> torch.Tensor:
+        """`logp` with the last token of every word to avoid at -inf in the rows it would complete
+        (rows still within their prefix excepted)."""
+        k = logp.shape[0] // len(self.sets)
+        rows, tokens = [], []
+        for i, words in enumerate(self.avoid):
+            if not words or t < len(self.prefixes[i]):
+                continue
+            for row in range(i * k, (i + 1) * k):
+                had = self.tokens[row]
+                for w in words:
+                    if len(w) == 1 or had[len(had) - len(w) + 1:] == w[:-1]:
+                        rows.append(row); tokens.append(w[-1])
+        if not rows:
+            return logp
+        logp = logp.clone()
+        logp[rows, tokens] = float("-inf")
+        return logp
 
     def select(self, candidates, finished: list[list], t: int, end: int, ending) -> tuple[list, list, list, list]:
         """The next rows, `beam` per state and image, from the candidates (best first): an <end> among
@@ -128,15 +154,16 @@ class ConstrainedSearch:
         return out
 
     def done(self, finished: list[list], scores: torch.Tensor, length_penalty: float) -> bool:
-        """Whether no live row can still beat each image's best finished caption meeting `need`
-        constraints (a caption's log-prob only falls as it grows; with a length penalty it may
-        not, so the search then runs to the length limit)."""
+        """Whether no live row can still beat each image's `beam` best finished captions meeting
+        `need` constraints (a caption's log-prob only falls as it grows; with a length penalty it
+        may not, so the search then runs to the length limit). The best is settled once no live row
+        beats it; the others fill the beams a person can pick from."""
         if length_penalty:
             return False
         for i, ends in enumerate(finished):
-            best = max((e.score for e in ends if bin(self.ends[(i, e.step, e.row)]).count("1") >= self.need[i]),
-                       default=float("-inf"))
-            if best < scores[i].max().item():
+            met = sorted((e.score for e in ends if bin(self.ends[(i, e.step, e.row)]).count("1") >= self.need[i]),
+                         reverse=True)
+            if len(met) < self.beam or met[self.beam - 1] < scores[i].max().item():
                 return False
         return True
 
@@ -166,6 +193,14 @@ def word_tokens(vocab, word: str) -> set[tuple[int, ...]]:
     alone = tuple(vocab.encode(word))
     after = tuple(vocab.encode("a " + word))[len(vocab.encode("a")):]
     return {t for t in (alone, after) if t and getattr(vocab, "unk", None) not in t}
+
+
+def avoid_tokens(vocab, words: list[str]) -> list[tuple[int, ...]]:
+    """Words to avoid as token sequences; "<unk>" is the vocabulary's unknown token, and a word the
+    model cannot say needs no ruling out."""
+    unk = getattr(vocab, "unk", None)
+    found = {(unk,)} if "<unk>" in words and unk is not None else set()
+    return sorted(found.union(*(word_tokens(vocab, w) for w in words if w != "<unk>")))
 
 
 def constraint_tokens(vocab, words: list[str]) -> Constraint:

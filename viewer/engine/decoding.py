@@ -19,6 +19,7 @@ sequence. The beam is kept per constraint state (which constraints the words so 
 of `beam_size` rows per state), every row also proposes the next token of each constraint it has
 not met, and the answer is the best finished caption in a state meeting `min_met` of them (all, by
 default); failing that, the finished caption meeting most. <end> and length behave as in beam search.
+Words to `avoid` (per image) are never completed (constraints.py): the same search, no constraints needed.
 """
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
            steer: tuple[int, torch.Tensor] | None = None, init_mask: torch.Tensor | None = None,
            hide: tuple[int, torch.Tensor] | None = None, seeds: torch.Tensor | None = None,
            constraints: list[list[Constraint]] | None = None, need: int | None = None,
-           prompt: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+           prompt: torch.Tensor | None = None, avoid: list[list[tuple[int, ...]]] | None = None) -> list[list[Hypothesis]]:
     """Decode a batch of images; returns, per image, its hypotheses best first (beam: `beam_size`).
 
     <pad> and <start> are never generated (a forced prefix may still contain anything). `steer` =
@@ -100,12 +101,15 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     `init_mask`: what the initial state sees, if not `mask` (faithfulness.py: hide units from the
     attention only). `hide` = (t, masks (n_img, K)): at step t only the model sees `masks`.
     `seeds` (n_img,): each image's seed for stochastic attention (SCST replays them). `constraints`
-    (per image, constraints.py): constrained beam search, `need` of them met (default all). `prompt`
-    (n_img, L) word ids: a question answering model's questions (models/vqa.py `with_prompt`)."""
+    (per image, constraints.py): constrained beam search, `need` of them met (default all); `avoid`
+    (per image, token sequences): words it never completes. `prompt` (n_img, L) word ids: a question
+    answering model's questions (models/vqa.py `with_prompt`)."""
+    if avoid is not None and constraints is None:
+        constraints = [[] for _ in range(len(mask))]
     _check(settings, mask, prefixes, steer, hide, constraints)
     start, end = vocab.start, vocab.end
     model.eval()
-    search = None if constraints is None else ConstrainedSearch(constraints, settings.width, need, prefixes)
+    search = None if constraints is None else ConstrainedSearch(constraints, settings.width, need, prefixes, avoid)
     n_img, k, device = feats.shape[0], settings.width if search is None else search.k, feats.device
     prefixes = prefixes or [[] for _ in range(n_img)]
     longest = max(len(p) for p in prefixes)
@@ -161,6 +165,7 @@ def _constrained(search: ConstrainedSearch, history, finished, scores, n_img, k,
             h.required = search.required(i, h.tokens)
         # rows added to fill the beam may meet fewer constraints: those meeting more come first
         hyps.sort(key=lambda h: (-min(len(h.required), search.need[i]), -h.score))
+        del hyps[settings.width:]
     return found
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from . import checkpoints
-from .constraints import Requirement, constraint_tokens
+from .constraints import Requirement, avoid_tokens, constraint_tokens
 from .decoding import DecodeSettings, decode
 from .device import pick_device
 from .images import AttendsTo, Photo
@@ -133,7 +133,8 @@ class Captioner:
     def caption(self, photos: list[Photo], model: str, settings: DecodeSettings | None = None,
                 prefixes: list[list[int]] | None = None, hidden: list[list[int]] | None = None,
                 steer: tuple[int, list[np.ndarray]] | None = None, constraints: list[list[Requirement]] | None = None,
-                need: int | None = None, questions: list[str] | None = None) -> list[list[AttentionTrace]]:
+                need: int | None = None, questions: list[str] | None = None,
+                avoid: list[list[str]] | None = None) -> list[list[AttentionTrace]]:
         """Decode every photo; per photo the traces best first (several for beam search).
 
         `prefixes` (token ids) force the start of each caption: branching from a chosen token.
@@ -142,7 +143,8 @@ class Captioner:
         model attends there instead of where it would look (viewer/steer.py); that step is marked.
         `constraints` (per photo, (words, source) pairs: any of the words must appear): constrained
         beam search (engine/constraints.py), `need` of them met; the steps of a required word say
-        which source required it. `questions` (per photo): a question answering model's prompts
+        which source required it. `avoid` (per photo): words the caption must not complete ("<unk>":
+        the unknown token). `questions` (per photo): a question answering model's prompts
         (`ask`); each trace is then an answer and names its question.
         """
         settings = settings or DecodeSettings()
@@ -158,10 +160,12 @@ class Captioner:
             steer = (steer[0], _steer_maps(steer[1], sizes, x.shape[1]))
         tokens = None if constraints is None else \
             [[constraint_tokens(lm.vocab, words) for words, _ in per] for per in constraints]
+        avoided = None if avoid is None else [avoid_tokens(lm.vocab, words) for words in avoid]
         prompt = None if questions is None else question_ids(lm, questions, self.device)
         if lm.model.answers and prompt is None:
             raise ValueError(f"{lm.name} answers questions: ask it one")
-        hyps = decode(lm.model, x, mask, settings, lm.vocab, prefixes, steer, constraints=tokens, need=need, prompt=prompt)
+        hyps = decode(lm.model, x, mask, settings, lm.vocab, prefixes, steer, constraints=tokens, need=need, prompt=prompt,
+                      avoid=avoided)
         traces = [[build_trace(h, lm.vocab, lm.name, lm.attends_to, p.width, p.height, p.name, f.regions)
                    for h in hs] for hs, p, f in zip(hyps, photos, feats)]
         for hs, q in zip(traces, questions or []):

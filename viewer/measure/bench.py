@@ -119,10 +119,11 @@ def one_beam_at_a_time(lm, x, mask, beam: int, max_len: int) -> list[int]:
 
 
 def guided_cost(captioner: Captioner, model: str, photos, settings: DecodeSettings, repeats: int = 3) -> dict:
-    """Decoding guided by the detector (constrained beam search over its top classes' words) beside
-    plain beam search, per photo, features ready (the issue's target: at most 1.5x)."""
-    from ..analysis.guide import detected_words, sayable
-    from ..engine.constraints import constraint_tokens
+    """Decoding guided by the detector (constrained beam search over its top classes' words, never
+    an unseen person nor <unk>) beside plain beam search, per photo, features ready (the issue's
+    target: at most 1.5x)."""
+    from ..analysis.guide import detected_words, sayable, unseen_words
+    from ..engine.constraints import avoid_tokens, constraint_tokens
     lm = captioner.model(model)
     plain, guided, constrained = [], [], 0
     for photo, feats in zip(photos, captioner.inputs(lm, photos)):
@@ -131,9 +132,11 @@ def guided_cost(captioner: Captioner, model: str, photos, settings: DecodeSettin
         words = sayable(lm.vocab, detected_words(regions))
         constraints = [[constraint_tokens(lm.vocab, w) for w, _ in words]] if words else None
         constrained += constraints is not None
+        avoid = [avoid_tokens(lm.vocab, unseen_words(regions))]
         for _ in range(repeats):
             plain.append(_timed(lambda: decode(lm.model, x, mask, settings, lm.vocab))[1])
-            guided.append(_timed(lambda: decode(lm.model, x, mask, settings, lm.vocab, constraints=constraints))[1])
+            guided.append(_timed(lambda: decode(lm.model, x, mask, settings, lm.vocab, constraints=constraints,
+                                                avoid=avoid))[1])
     return {"plain": _stats(plain), "guided": _stats(guided), "photos_constrained": constrained,
             "ratio": round(float(np.median(guided) / np.median(plain)), 2)}
 

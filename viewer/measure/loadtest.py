@@ -33,9 +33,10 @@ def one_session(url: str, photo: str, model: str) -> dict:
     from gradio_client import Client, handle_file
 
     from ..app.session import Style
+    from ..app.ui import GUIDES_BY_DEFAULT
     client = Client(url, verbose=False)
     start = time.perf_counter()
-    out = client.predict(handle_file(photo), model, "Greedy", 3, 1.0, 0, 20, "", *Style().inputs(),
+    out = client.predict(handle_file(photo), model, "Greedy", 3, 1.0, 0, 20, "", GUIDES_BY_DEFAULT, *Style().inputs(),
                          api_name="/caption_photo")
     latencies = [time.perf_counter() - start]
     view = out[3]   # beams, status, word slider, the page's view of the trace, the caption
