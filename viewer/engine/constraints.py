@@ -39,7 +39,9 @@ class ConstrainedSearch:
             raise ValueError("a constraint needs at least one word, and a word at least one token")
         self.sets = [[[tuple(w) for w in words] for words in c] for c in constraints]
         self.prefixes = prefixes or [[] for _ in constraints]
-        self.avoid = [[tuple(w) for w in words if w] for words in (avoid or [[] for _ in constraints])]
+        avoid = [[tuple(w) for w in words if w] for words in (avoid or [[] for _ in constraints])]
+        self.avoid_one = [sorted({w[0] for w in words if len(w) == 1}) for words in avoid]   # masked at every step
+        self.avoid_more = [[w for w in words if len(w) > 1] for words in avoid]            # after their other tokens
         self.beam, self.states = beam, 2 ** max((len(c) for c in constraints), default=0)
         self.k = beam * self.states
         self.need = [len(c) if need is None else min(need, len(c)) for c in self.sets]
@@ -93,18 +95,21 @@ class ConstrainedSearch:
         """`logp` with the last token of every word to avoid at -inf in the rows it would complete
         (rows still within their prefix excepted)."""
         k = logp.shape[0] // len(self.sets)
-        rows, tokens = [], []
-        for i, words in enumerate(self.avoid):
-            if not words or t < len(self.prefixes[i]):
+        rows, tokens, images = [], [], []
+        for i, (one, more) in enumerate(zip(self.avoid_one, self.avoid_more)):
+            if t < len(self.prefixes[i]) or not (one or more):
                 continue
+            images += [(i, one)] if one else []
             for row in range(i * k, (i + 1) * k):
                 had = self.tokens[row]
-                for w in words:
-                    if len(w) == 1 or had[len(had) - len(w) + 1:] == w[:-1]:
+                for w in more:
+                    if had[len(had) - len(w) + 1:] == w[:-1]:
                         rows.append(row); tokens.append(w[-1])
-        if not rows:
+        if not rows and not images:
             return logp
         logp = logp.clone()
+        for i, one in images:
+            logp[i * k:(i + 1) * k, one] = float("-inf")
         logp[rows, tokens] = float("-inf")
         return logp
 
