@@ -18,7 +18,7 @@ from dataclasses import asdict
 
 from ..engine.vocab import tokenize
 from ..engine.decoding import DecodeSettings, Hypothesis
-from .guide import detected_words, sayable, unseen_words
+from .guide import guidance
 from .hallucination import hallucination_block, novel_block, unsupported_block, unsupported_words
 from ..engine.constraints import avoid_tokens, constraint_tokens
 from .faithfulness import WordFaithfulness, faithfulness_block, measure
@@ -137,11 +137,12 @@ def split_records(loaded, data, paths: list[str], indices: list[int], cache, set
         cache.build(paths, vision, log=lambda *a: None)
     items = [cache.load(p) for p in paths]
     start = time.perf_counter()
-    required = None if guide is None else \
-        [[constraint_tokens(loaded.vocab, words) for words, _ in sayable(loaded.vocab, detected_words(
-            it.regions, guide["threshold"], guide["most"]))] for it in items]
+    said = [] if guide is None else [guidance(loaded.vocab, it.regions, guide["threshold"], guide["most"],
+                                              guide.get("rule_out", ())) for it in items]
+    required = None if guide is None else [[constraint_tokens(loaded.vocab, words) for words, _ in must]
+                                           for must, _ in said]
     avoid = None if guide is None or "rule_out" not in guide else \
-        [avoid_tokens(loaded.vocab, unseen_words(it.regions, guide["rule_out"])) for it in items]
+        [avoid_tokens(loaded.vocab, unseen) for _, unseen in said]
     own = generate(loaded, items, paths, settings, device=device, constraints=required, avoid=avoid)
     seconds = (time.perf_counter() - start) / len(paths)
     rows = [(j, loaded.vocab.encode(ref) + [loaded.vocab.end]) for j, p in enumerate(paths) for ref in data.captions[p]]

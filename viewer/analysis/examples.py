@@ -1,7 +1,8 @@
 """The example photos (assets/), captioned by every shipped captioning model (beam 3) plain (as the
-app starts), ruling out what the detector does not see, and also made to name its top classes: which captions name only what the photo holds, against the COCO classes a person listed by
-looking (assets/objects.json). `python -m viewer.analysis.examples` writes reports/examples.json;
-the README's table is generated from it (tables.py)."""
+app starts), ruling out what the detector does not see, and also made to name its top classes:
+which captions name only what the photo holds, against the COCO classes a person listed by looking
+(assets/objects.json). `python -m viewer.analysis.examples` writes reports/examples.json; the
+README's table is generated from it (tables.py)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import sys
 from ..engine.decoding import DecodeSettings
 from ..engine.images import load_photo
 from ..paths import ASSETS, ROOT
-from .guide import detected_words, sayable, unseen_words
+from .guide import guidance
 from .grounding import word_class
 from .hallucination import named
 
@@ -32,16 +33,15 @@ def caption_examples(captioner, models: tuple[str, ...] = MODELS) -> dict:
         photo = load_photo(os.path.join(ASSETS, name))
         regions = captioner.vision.detector.detect(photo.rgb)
         for model in models:
-            required = sayable(captioner.model(model).vocab, detected_words(regions))
+            required, unseen = guidance(captioner.model(model).vocab, regions)
             for decoding, name_detected, rule_out in DECODINGS:
                 must = required if name_detected else []
                 trace = captioner.caption([photo], model, SETTINGS, constraints=[must] if must else None,
-                                          avoid=[unseen_words(regions)] if rule_out else None)[0][0]
+                                          avoid=[unseen] if rule_out else None)[0][0]
                 said = named(trace.caption)
                 rows.append({"photo": name, "model": model, "decoding": decoding, "caption": trace.caption,
                              "required": sorted({word_class(words[0]) for words, _ in must}),
-                             "ruled_out": sorted({word_class(w) for w in unseen_words(regions)} - {None})
-                             if rule_out else [],
+                             "ruled_out": sorted({word_class(w) for w in unseen} - {None}) if rule_out else [],
                              "named": sorted(said), "not_there": sorted(said - set(there))})
     return {"objects": objects, "decoding": "beam 3; plain (the app's default); 'ruled out': never the words of a class "
             "the detector reliably finds when it finds none, nor <unk>; 'guided': also must name its top classes "

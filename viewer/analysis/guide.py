@@ -63,6 +63,14 @@ def detected_words(regions, threshold: float = THRESHOLD, most: int = MOST) -> l
     return [(CLASS_WORDS[c], "detector") for c in ranked]
 
 
+def guidance(vocab, regions, threshold: float = THRESHOLD, most: int = MOST,
+             rule_out=RULE_OUT) -> tuple[list[Requirement], list[str]]:
+    """What the detector says a caption must name (its top classes the model can say) and must not
+    say (`unseen_words`): every guided caption's constraints, from the app, the command line,
+    evaluation and the benchmark alike."""
+    return sayable(vocab, detected_words(regions, threshold, most)), unseen_words(regions, rule_out)
+
+
 def unseen_words(regions, classes=RULE_OUT) -> list[str]:
     """The words a caption guided by the detector must not say: those of each class in `classes`
     the detector kept no box of (CLASS_WORDS and MORE_WORDS), and <unk>."""

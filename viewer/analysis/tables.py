@@ -216,8 +216,8 @@ EXAMPLES = os.path.join(ROOT, "reports", "examples.json")   # python -m viewer.a
 
 
 def examples_table(_reports=None, path: str = EXAMPLES) -> str:
-    """The example photos' captions by every shipped model as the app starts (beam 3, ruling out what
-    the detector does not see), the object words the photo does not hold struck through; then, per
+    """The example photos' captions by every shipped model as the app starts (the report's
+    `app_default`, beam 3), the object words the photo does not hold struck through; then, per
     model, how many name only what is there in each decoding."""
     if not os.path.exists(path):
         return "No example captions are committed yet (`python -m viewer.analysis.examples`)."

@@ -316,11 +316,11 @@ class Studio:
     def guidance(self, photo: Photo, model: str) -> tuple[tuple, tuple]:
         """What the detector says a caption of the photo must and must not name (analysis/guide.py):
         (((words, "detector"), ...) of its top classes the model can say, the words to avoid)."""
-        from ..analysis.guide import detected_words, sayable, unseen_words
+        from ..analysis.guide import guidance
         regions = self._once(self._detections, ("detections", photo_key(photo)),
                              lambda: self.captioner.vision.detector.detect(photo.rgb))
-        found = sayable(self.captioner.model(model).vocab, detected_words(regions))
-        return tuple((tuple(words), source) for words, source in found), tuple(unseen_words(regions))
+        found, unseen = guidance(self.captioner.model(model).vocab, regions)
+        return tuple((tuple(words), source) for words, source in found), tuple(unseen)
 
     def ask(self, photo_source, model: str, question: str) -> Exploration:
         """A new Exploration whose trace is a question answering model's answer (one word, then

@@ -126,7 +126,7 @@ class Handlers:
         required = tuple((tuple(words), source) for words, source in user_words(mention)) if mention.strip() else None
         if required and settings.strategy not in ("beam", "greedy"):
             raise gr.Error("Must mention works with beam search or greedy decoding.")
-        searched = settings.strategy in ("beam", "greedy")
+        searched, guided_asked = settings.strategy in ("beam", "greedy"), bool(guides)
         guides = set(guides or ()) if searched else set()
         ex = self.studio.explore(path, model_name, settings, required, name_detected=NAME_DETECTED in guides,
                                  rule_out=RULE_OUT in guides)
@@ -135,6 +135,8 @@ class Handlers:
         note = f"**{model_name}**: {len(ex.beams)} caption(s) in {took:.2f} s. Click a word, or use ← →."
         if guides:
             note += " " + S.guidance_note(ex)
+        elif guided_asked:
+            note += " (Guided by the detector applies to beam search and greedy.)"
         # the trace goes to the page with the caption, which draws every word's views itself
         return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *self._step_reply(ex, 1, _style(*style)))
 

@@ -106,7 +106,7 @@ def open_worker(opts: dict):
         if force is not None:
             trace = captioner.force([photo], model, [force], seed=opts["decode"]["seed"])[0]
         else:
-            required, avoid = required_words(captioner, photo, opts)
+            required, avoid = required_words(captioner, model, photo, opts)
             trace = captioner.caption([photo], model, settings, constraints=required and [required],
                                       need=opts["need"], avoid=avoid and [avoid])[0][0]
         rec = {"index": item["index"], "id": item["id"], "caption": trace.caption,
@@ -132,14 +132,15 @@ def open_worker(opts: dict):
     return lambda items: [record(it) for it in items]
 
 
-def required_words(captioner, photo, opts: dict):
-    """What one photo's caption must and must not say: the user's words and the detector's classes
-    (None: none), and with --guide the words of what it does not see (analysis/guide.py; None: none)."""
-    from ..analysis.guide import detected_words, unseen_words, user_words
-    regions = captioner.vision.detector.detect(photo.rgb) if opts["guide"] else None
-    found = (user_words(opts["include"]) if opts["include"] else []) + \
-        (detected_words(regions) if regions is not None else [])
-    return found or None, unseen_words(regions) if regions is not None else None
+def required_words(captioner, model: str, photo, opts: dict):
+    """What one photo's caption must and must not say: the user's words and, with --guide, the
+    detector's classes the model can say (None: none), and the words of what it does not see
+    (analysis/guide.py; None: no --guide)."""
+    from ..analysis.guide import guidance, user_words
+    must, unseen = guidance(captioner.model(model).vocab, captioner.vision.detector.detect(photo.rgb)) \
+        if opts["guide"] else ([], None)
+    found = (user_words(opts["include"]) if opts["include"] else []) + must
+    return found or None, unseen
 
 
 def guide(source: str | None) -> dict | None:

@@ -122,17 +122,17 @@ def guided_cost(captioner: Captioner, model: str, photos, settings: DecodeSettin
     """Decoding guided by the detector (constrained beam search over its top classes' words, never
     an unseen person nor <unk>) beside plain beam search, per photo, features ready (the issue's
     target: at most 1.5x)."""
-    from ..analysis.guide import detected_words, sayable, unseen_words
+    from ..analysis.guide import guidance
     from ..engine.constraints import avoid_tokens, constraint_tokens
     lm = captioner.model(model)
     plain, guided, constrained = [], [], 0
     for photo, feats in zip(photos, captioner.inputs(lm, photos)):
         x, mask = lm.batch([feats], captioner.device)
         regions = feats.regions if feats.regions is not None else captioner.vision.detector.detect(photo.rgb)
-        words = sayable(lm.vocab, detected_words(regions))
+        words, unseen = guidance(lm.vocab, regions)
         constraints = [[constraint_tokens(lm.vocab, w) for w, _ in words]] if words else None
         constrained += constraints is not None
-        avoid = [avoid_tokens(lm.vocab, unseen_words(regions))]
+        avoid = [avoid_tokens(lm.vocab, unseen)]
         for _ in range(repeats):
             plain.append(_timed(lambda: decode(lm.model, x, mask, settings, lm.vocab))[1])
             guided.append(_timed(lambda: decode(lm.model, x, mask, settings, lm.vocab, constraints=constraints,
