@@ -286,7 +286,8 @@ def test_the_app_rules_out_a_person_the_detector_does_not_see_and_says_so(captio
     assert "man" in ex.avoid and "<unk>" in ex.avoid
     for trace in ex.beams:
         assert not set(trace.words) & set(ex.avoid)
-    assert "never person (the detector sees none)" in S.guidance_note(ex) and "<unk>" in S.guidance_note(ex)
+    note = S.guidance_note(ex.required, ex.avoid)
+    assert "never person (the detector sees none)" in note and "<unk>" in note
     t = 1
     word = next(w for w, _ in ex.trace.steps[t].alternatives if w not in (ex.trace.steps[t].word, "<end>"))
     branched = studio.branch(ex, t, word)
@@ -295,8 +296,37 @@ def test_the_app_rules_out_a_person_the_detector_does_not_see_and_says_so(captio
                           name_detected=True)
     assert seen.avoid == ("<unk>",)
     assert {w for words, source in seen.required for w in words if source == "detector"} >= {"man", "person"}
-    assert "must name person" in S.guidance_note(seen)
-    assert S.guidance_note(studio.explore(os.path.join(ASSETS, "rocket.jpg"), "updown", settings)) == ""
+    assert "must name person" in S.guidance_note(seen.required, seen.avoid)
+    plain = studio.explore(os.path.join(ASSETS, "rocket.jpg"), "updown", settings)
+    assert S.guidance_note(plain.required, plain.avoid) == ""
+
+
+def test_compare_shows_a_model_plain_ruled_out_and_guided_side_by_side(captioner):
+    """Compare's guidance mode: Explore's model three ways on one photo, each as Explore would decode
+    it with those switches, named by what the detector asked of it; sampling is refused in words."""
+    import os
+
+    import gradio as gr
+    import pytest
+
+    from conftest import ASSETS
+    from viewer.app import session as S
+    from viewer.app import ui
+    studio = S.Studio(captioner)
+    photo, settings = os.path.join(ASSETS, "chelsea.jpg"), DecodeSettings(beam_size=2)   # a cat, no one
+    ex = studio.explore(photo, "updown", settings)
+    traces, slider = ui.Handlers(studio, studio.models()).compare(ex, [], ui.GUIDANCE_MODE, "", "", None)
+    switches = [{}, {"rule_out": True}, {"rule_out": True, "name_detected": True}]
+    assert [t.words for t in traces] == [studio.explore(photo, "updown", settings, **s).trace.words for s in switches]
+    ruled_out = studio.explore(photo, "updown", settings, rule_out=True).avoid
+    assert not set(traces[1].words) & set(ruled_out) and not set(traces[2].words) & set(ruled_out)
+    assert traces[0].model == "updown · plain"
+    assert traces[1].model.startswith("updown · ruled out (never person (the detector sees none)")
+    assert traces[2].model.startswith("updown · guided (must name cat · never person") and "cat" in traces[2].words
+    assert slider.maximum == max(2, max(len(t.word_spans) for t in traces))
+    sampled = studio.explore(photo, "updown", DecodeSettings(strategy="sample"))
+    with pytest.raises(gr.Error, match="beam search or greedy"):
+        ui.Handlers(studio, studio.models()).compare(sampled, [], ui.GUIDANCE_MODE, "", "", None)
 
 
 def test_the_command_line_guided_by_the_detector_never_says_a_person_it_does_not_see(tiny_checkpoints, capsys):

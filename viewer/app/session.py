@@ -492,6 +492,19 @@ class Studio:
             out.append(ex.trace if m == "attention" else explained_trace(ex.trace, self.explain(ex, m), m))
         return out
 
+    def compare_guidance(self, ex: Exploration) -> list[AttentionTrace]:
+        """Compare's guidance mode: Explore's model and settings three ways on the same photo: plain,
+        with what the detector does not see ruled out, and also made to name its top classes. Each
+        trace is named by what was asked of it (the words of its line)."""
+        found, unseen = self.guidance(ex.photo, ex.model)
+        ways = (("plain", None, ()), ("ruled out", None, unseen), ("guided", found or None, unseen))
+        out = []
+        for name, required, avoid in ways:
+            trace = self.decode(ex.photo, ex.model, ex.settings, None, required, avoid=avoid)[0]
+            asked = guidance_note(required, avoid).removeprefix("Guided by the detector: ").rstrip(".")
+            out.append(replace(trace, model=f"{ex.model} · {name}" + (f" ({asked})" if asked else "")))
+        return out
+
     # --- comparing ---------------------------------------------------------------------------
     def compare(self, photo: Photo, models: list[str], settings: DecodeSettings, same_caption: str | None = None
                 ) -> list[AttentionTrace]:
@@ -740,16 +753,16 @@ def first_steps(trace: AttentionTrace) -> list[int]:
     return [trace.word_at(t).first for t in range(len(trace.steps))]
 
 
-def guidance_note(ex: Exploration) -> str:
-    """What the detector asked of the caption, in a line: the classes it had to name, the words it
-    could not say (empty when it asked nothing)."""
+def guidance_note(required: tuple | None, avoid: tuple) -> str:
+    """What the detector asked of a caption (an Exploration's `required` and `avoid`), in a line: the
+    classes it had to name, the words it could not say (empty when it asked nothing)."""
     from ..analysis.grounding import word_class
     from ..analysis.guide import UNKNOWN
-    must = sorted({word_class(words[0]) or words[0] for words, source in ex.required or () if source == "detector"})
-    never = sorted({word_class(w) for w in ex.avoid if w != UNKNOWN} - {None})
+    must = sorted({word_class(words[0]) or words[0] for words, source in required or () if source == "detector"})
+    never = sorted({word_class(w) for w in avoid if w != UNKNOWN} - {None})
     parts = ([f"must name {', '.join(must)}"] if must else []) + \
         ([f"never {', '.join(never)} (the detector sees none)"] if never else []) + \
-        (["never `<unk>`"] if UNKNOWN in ex.avoid else [])
+        (["never `<unk>`"] if UNKNOWN in avoid else [])
     return "Guided by the detector: " + " · ".join(parts) + "." if parts else ""
 
 

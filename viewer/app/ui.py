@@ -47,6 +47,7 @@ NAME_DETECTED = "Must name its top classes"
 GUIDES_BY_DEFAULT: list[str] = []
 METHODS_MODE = "Methods: Explore's model and caption, one column per map"
 QUESTION_MODE = "A caption word beside a question's answer"
+GUIDANCE_MODE = "Guidance: Explore's model plain, ruling out what the detector does not see, and guided"
 STEER, HIDE = "Steer: make the selected word look there", "Hide that place from the model"
 LOOK_NOTES = {   # what an answer's map is, by how the model reads the photo (models/vqa.py `look`)
     "attention": "The map: where it read the answer from.",
@@ -134,7 +135,7 @@ class Handlers:
         took = time.perf_counter() - start
         note = f"**{model_name}**: {len(ex.beams)} caption(s) in {took:.2f} s. Click a word, or use ← →."
         if guides:
-            note += " " + S.guidance_note(ex)
+            note += " " + S.guidance_note(ex.required, ex.avoid)
         elif guided_asked:
             note += " (Guided by the detector applies to beam search and greedy.)"
         # the trace goes to the page with the caption, which draws every word's views itself
@@ -376,6 +377,14 @@ class Handlers:
                 self.studio.decode(ex.photo, (names or self.models)[0], DecodeSettings())[0]   # Explore answered last
             traces = [caption, self.studio.ask(ex.photo, answer_model, question.strip()).trace]
             return traces, gr.Slider(minimum=1, maximum=max(2, len(caption.word_spans)), value=1)
+        if mode == GUIDANCE_MODE:
+            if ex.trace.question:
+                raise gr.Error("Explore answered a question last: caption the photo there, then Compare.")
+            if ex.settings.strategy not in ("beam", "greedy"):
+                raise gr.Error("Guidance by the detector works with beam search or greedy: choose one in Explore.")
+            progress(0.05, desc=f"{ex.model}: plain, ruled out and guided by the detector")
+            traces = self.studio.compare_guidance(ex)
+            return traces, gr.Slider(minimum=1, maximum=max(2, max(len(tr.word_spans) for tr in traces)), value=1)
         if mode == METHODS_MODE:
             progress(0.05, desc=f"{ex.model}: every method's maps of its caption")
             traces = self.studio.compare_methods(ex)
@@ -593,7 +602,7 @@ def _compare_tab(c, studio: S.Studio, models: list[str]):
     gr.Markdown("Same photo (from Explore), 2 or 3 models, synchronised words.")
     with gr.Row():
         c.cmp_models = gr.CheckboxGroup(models, value=models[:3], label="Models", elem_id="cmp-models")
-        c.cmp_mode = gr.Radio(["Each model's own caption", "Same caption for all", METHODS_MODE]
+        c.cmp_mode = gr.Radio(["Each model's own caption", "Same caption for all", METHODS_MODE, GUIDANCE_MODE]
                             + ([QUESTION_MODE] if studio.models("answer") else []),
                             value="Same caption for all", label="Words", elem_id="cmp-mode")
         c.cmp_text = gr.Textbox(label="Caption to force (empty: the first model's caption)",
