@@ -46,7 +46,7 @@ qa: setup
 	    --epochs 15 --patience 3 --resume && \
 	  $(PY) -m viewer evaluate --model runs/qa-$$m/best.safetensors --data $(DATA) --questions runs/questions.json \
 	    --split dev-report --out reports/qa/$$m --dependence --blind runs/qa-vqa-blind/best.safetensors \
-	    $$( [ $$m = vqa-regions ] && echo --explain occlusion,gradcam --explain-photos 5 --explain-sanity 2 ) || exit 1; \
+	    $$( [ $$m = vqa-regions ] && echo --explain occlusion,gradcam --explain-photos 30 --explain-sanity 2 ) || exit 1; \
 	done
 	$(PY) -m viewer.analysis.tables
 

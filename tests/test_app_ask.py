@@ -181,6 +181,7 @@ def test_evaluate_questions_runs_on_the_batch_engines_and_resumes(tiny_checkpoin
     import json
     from conftest import CAPTIONS, tiny_questions
     from test_cli import run
+    from viewer.analysis.grounding import word_class
     from viewer.data import questions as qa
     photos = [os.path.join(tiny_data, "images", n) for n in CAPTIONS]
     items = tiny_questions(photos)
@@ -197,6 +198,8 @@ def test_evaluate_questions_runs_on_the_batch_engines_and_resumes(tiny_checkpoin
     assert report["accuracy"]["overall"]["accuracy"] == pytest.approx(
         np.mean([r["said"] == r["answer"] for r in rows]), abs=1e-4)
     assert report["looked_or_guessed"]["same_as_blind"] == 1.0 and all("dependence" in r for r in rows)
+    named = [q for q in items if word_class(q.answer)]   # grounded on the detector's boxes where it finds the class
+    assert report.get("grounding", {"object_words": 0})["object_words"] == len(named)
     records = open(os.path.join(whole, "records.jsonl")).read().splitlines()
     assert len(records) == 1 + len({q.photo for q in items})               # the fingerprint + a record a photo
     code, out, err = run(*common, "--out", whole, "--json", timeout=600)   # resumed: nothing computed again

@@ -70,9 +70,14 @@ def test_the_answers_table_reads_its_reports(tmp_path):
         (tmp_path / name).mkdir()
         report = qa_report(name, said if name == "vqa-regions" else ["man"] * 5, items, commonest_answers(items),
                            "dev-report")
+        if name == "vqa-regions":   # evaluate --questions' grounding block (analysis/answers.py)
+            report["grounding"] = {"detected": 2, "pointing": 0.5, "pointing_ci": [0.0, 1.0],
+                                   "pointing_centre_baseline": 0.25, "mass_in_box": 0.4, "mass_uniform_baseline": 0.2}
         (tmp_path / name / "report.json").write_text(_json.dumps(report))
     lines = answers_table(folder=str(tmp_path)).splitlines()
     assert lines[2].startswith("| `vqa-regions` | 50.0 [") and "| 100.0 [" in lines[2] and "| 0.0 [" in lines[2]
+    assert lines[2].endswith("| 50.0 [0.0, 100.0] (25.0) |") and lines[3].endswith("| – | – |")
     assert lines[3].startswith("| `vqa-blind` | 50.0")                    # "man" is right once in two objects
+    assert "(2 for `vqa-regions`)" in answers_table(folder=str(tmp_path))
     assert lines[4].startswith("| commonest answer per type |")
     assert "5 questions generated from the captions of dev-report" in answers_table(folder=str(tmp_path))

@@ -74,6 +74,40 @@ def test_the_answer_map_lies_on_the_region_the_answer_depends_on_and_hiding_it_c
         assert float(b.attention[0, m]) == 0.0                              # nothing hidden is looked at
 
 
+def test_an_answer_is_grounded_on_the_detector_boxes_of_the_class_it_names(looker):
+    """evaluate --questions' grounding: the map the answer was read from, against the boxes of the
+    class the captions' answer names; a region model that looks at the marked region points there
+    (mass ~ its attention), and neither an answer naming no class nor a model that does not look
+    is grounded."""
+    from types import SimpleNamespace
+
+    from viewer.analysis.answers import answer_grounding, answer_grounding_block
+    from viewer.data.questions import Question
+    from viewer.engine.vision.boxes import Regions
+    feats, mask, _, marked = one_region_world(40, 3)
+    hyps = [h[0] for h in decode(looker, feats, mask, GREEDY, ANSWERS, prompt=question(40))]
+    strips = np.array([[0.2 * r, 0.0, 0.2 * r + 0.2, 1.0] for r in range(K)], np.float32)   # K side-by-side boxes
+    loaded = SimpleNamespace(model=looker, attends_to="regions")
+    asked = Question("p.jpg", "object", "what is there?", "bears", 2)      # a plural names the class too
+    found = []
+    for i, (h, m) in enumerate(zip(hyps, marked)):
+        labels = ["dog"] * K
+        labels[m] = "bear"
+        g = answer_grounding(loaded, asked, h, Regions(strips, labels, np.ones(K)), (100, 100), i)
+        assert g["coco_class"] == "bear" and g["inside"] == pytest.approx(float(h.attention[0, m]), abs=0.02)
+        assert g["hit"] == (int(h.attention[0].argmax()) == int(m))
+        found.append(g)
+    block = answer_grounding_block(found)
+    assert block["detected"] == 40 and block["pointing"] > 0.9 and block["mass_in_box"] > 0.6
+    assert block["mass_uniform_baseline"] == pytest.approx(0.2, abs=0.03)   # a strip, rasterised
+    regions = Regions(strips, ["bear"] * K, np.ones(K))
+    assert answer_grounding(loaded, Question("p.jpg", "colour", "what colour?", "red", 2), hyps[0], regions,
+                            (100, 100), 0) is None
+    blind = build_model("vqa-blind", vocab_size=len(ANSWERS), feature_dim=D, question_vocab_size=len(WORDS), **SMALL)
+    assert answer_grounding(SimpleNamespace(model=blind, attends_to="regions"), asked, hyps[0], regions,
+                            (100, 100), 0) is None
+
+
 def test_steering_the_answer_to_a_region_reads_that_region(looker):
     feats, mask, answers, marked = one_region_world(50, 2)
     other = (marked + 1) % K

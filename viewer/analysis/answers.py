@@ -5,24 +5,51 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import asdict
 
 from ..data.questions import TYPES, Question
-from ..engine.decoding import DecodeSettings
+from ..engine.decoding import DecodeSettings, Hypothesis
+from ..engine.images import AttendsTo
 from ..engine.pipeline import question_ids
 from .generation import generate
-from .grounding import bootstrap_ci
+from .grounding import Grounding, bootstrap_ci, grid_units, ground_words, grounding_summary
 
 ABOUT = ("questions generated from captions (COCO-QA's method on Flickr8k, viewer/data/questions.py); accuracy is "
          "exact match of one-word answers; intervals: image-level bootstrap 95%; never comparable with VQA v2's")
 
 
-def answer_all(loaded, items: list[Question], cache, device="cpu", batch_size: int = 256) -> list[str]:
-    """The model's answer to every question, through the one decoding loop (greedy: the argmax answer)."""
+def answer_hypotheses(loaded, items: list[Question], cache, device="cpu", batch_size: int = 256) -> list[Hypothesis]:
+    """The model's answer to every question through the one decoding loop (greedy: the argmax
+    answer): its token and the map it was read from."""
     feats = [cache.load(q.photo) for q in items]
     prompts = question_ids(loaded, [q.question for q in items], device)
     hyps = generate(loaded, feats, list(range(len(items))), DecodeSettings(strategy="greedy", max_len=2),
                     batch_size=batch_size, device=device, prompts=prompts)
-    return [loaded.vocab.words[hyps[i].tokens[0]] for i in range(len(items))]
+    return [hyps[i] for i in range(len(items))]
+
+
+def answer_all(loaded, items: list[Question], cache, device="cpu", batch_size: int = 256) -> list[str]:
+    """The model's answer to every question, as words."""
+    return [loaded.vocab.words[h.tokens[0]] for h in answer_hypotheses(loaded, items, cache, device, batch_size)]
+
+
+def answer_grounding(loaded, question: Question, hyp: Hypothesis, regions, size: tuple[int, int],
+                     image: int) -> dict | None:
+    """Where the map the answer was read from lies, when the captions' answer names a COCO class
+    ("what is running?" -> dog): its mass in the detector's boxes of that class and pointing, beside
+    the centre, uniform and top-detection baselines, as a caption word is grounded (grounding.py).
+    None for other answers and for a model that does not look (blind, or the mean of the regions)."""
+    if getattr(loaded.model, "look", "attention") != "attention":
+        return None
+    attention = hyp.attention[:1].double().numpy()
+    units = grid_units(attention.shape[1]) if loaded.attends_to == AttendsTo.GRID else regions.boxes
+    found = ground_words([question.answer], attention[:, :len(units)], units, regions, image=image, size=size)
+    return asdict(found[0]) if found else None
+
+
+def answer_grounding_block(groundings: list[dict]) -> dict:
+    """The grounding block of a split's answers (`answer_grounding`), as the captions' block reads."""
+    return grounding_summary([Grounding(**g) for g in groundings])
 
 
 def commonest_answers(train: list[Question]) -> dict[str, str]:

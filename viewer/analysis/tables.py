@@ -256,17 +256,27 @@ def answers_table(_reports=None, folder: str = ANSWERS) -> str:
         return "No question answering evaluation is committed yet."
     types = ("object", "number", "colour", "location", "overall")
     first = next(iter(found.values()))
-    lines = ["| model | " + " | ".join(f"{t} [95%]" for t in types) + " | guessed (answers) |",
-             "|---" * (len(types) + 2) + "|"]
+    lines = ["| model | " + " | ".join(f"{t} [95%]" for t in types) + " | guessed (answers) | points at the "
+             "answer's object [95%] (centre pointer) |", "|---" * (len(types) + 3) + "|"]
     cell = lambda b: f"{100 * b['accuracy']:.1f}" + (f" [{100 * b['ci'][0]:.1f}, {100 * b['ci'][1]:.1f}]" if b["ci"] else "")  # noqa: E731
     for model, r in found.items():
-        guessed = r.get("looked_or_guessed", {}).get("guessed")
+        guessed, g = r.get("looked_or_guessed", {}).get("guessed"), r.get("grounding")
+        points = "–" if not g else (f"{100 * g['pointing']:.1f} [{100 * g['pointing_ci'][0]:.1f}, "
+                                    f"{100 * g['pointing_ci'][1]:.1f}] ({100 * g['pointing_centre_baseline']:.1f})")
         lines.append(f"| `{model}` | " + " | ".join(cell(r["accuracy"][t]) for t in types)
-                     + f" | {'–' if guessed is None else f'{100 * guessed:.0f}%'} |")
+                     + f" | {'–' if guessed is None else f'{100 * guessed:.0f}%'} | {points} |")
     common = first["commonest_answer"]["accuracy"]
-    lines.append("| commonest answer per type | " + " | ".join(f"{100 * common[t]['accuracy']:.1f}" for t in types) + " | – |")
+    lines.append("| commonest answer per type | " + " | ".join(f"{100 * common[t]['accuracy']:.1f}" for t in types) + " | – | – |")
     counts = ", ".join(f"{first['accuracy'][t]['questions']} {t}" for t in types[:-1])
     note = f"\n\n{first['accuracy']['overall']['questions']} questions generated from the captions of {first['split']} ({counts})."
+    grounded = {m: r["grounding"] for m, r in found.items() if r.get("grounding")}
+    if grounded:
+        note += (" Points at the answer's object: of the answers that name a COCO class the detector finds ("
+                 + ", ".join(f"{g['detected']} for `{m}`" for m, g in grounded.items()) + "), how often the peak of "
+                 "the map the answer was read from lies in the detector's boxes of that class (proxy boxes, as "
+                 "for captions), beside always pointing at the centre; mass in those boxes "
+                 + ", ".join(f"{g['mass_in_box']:.2f} for `{m}` (uniform map {g['mass_uniform_baseline']:.2f})"
+                             for m, g in grounded.items()) + ".")
     check = os.path.join(folder, "hand_check.json")
     if os.path.exists(check):
         last = json.load(open(check))["checks"][-1]

@@ -17,7 +17,9 @@ CHUNK = 16   # photos answered together
 
 def open_worker(opts: dict):
     """Once per worker: the models, the questions and the feature cache; returns items -> records."""
-    from ..analysis.answers import answer_all, looked_or_guessed
+    from PIL import Image
+
+    from ..analysis.answers import answer_all, answer_grounding, answer_hypotheses, looked_or_guessed
     from ..analysis.explain_eval import photo_record, rounded
     from ..data import questions
     from ..data.cache import FeatureCache
@@ -44,8 +46,12 @@ def open_worker(opts: dict):
         paths = [it["id"] for it in items]
         cache.build(paths, captioner.vision, log=lambda *a: None)
         asked = [q for p in paths for q in by_photo[p]]
-        said = answer_all(loaded, asked, cache, captioner.device)
-        columns = {"said": said}
+        hyps = answer_hypotheses(loaded, asked, cache, captioner.device)
+        said = [loaded.vocab.words[h.tokens[0]] for h in hyps]
+        index = {it["id"]: it["index"] for it in items}
+        sizes = {p: Image.open(p).size for p in paths}
+        columns = {"said": said, "grounding": [answer_grounding(loaded, q, h, cache.regions(q.photo), sizes[q.photo],
+                                                                 index[q.photo]) for q, h in zip(asked, hyps)]}
         if blind is not None:
             columns["blind"] = answer_all(blind, asked, cache, captioner.device)
         if opts["dependence"]:
@@ -95,7 +101,8 @@ def job(args):
     settings = {**options.model_identity(loaded), "data_digest": data.digest(),
                 "questions": file_digest(args.questions), "split": split, "dependence": args.dependence,
                 "blind": None if blind is None else options.model_identity(blind),
-                "commonest": commonest_answers(sets["train"]), "explain": explain}
+                "commonest": commonest_answers(sets["train"]), "explain": explain,
+                "grounding": "answers naming a COCO class, against the detector's boxes of it"}
     opts = {"device": args.device, "checkpoints": args.checkpoints, "model_arg": args.model, "blind": args.blind,
             "questions": os.path.abspath(args.questions), "data": args.data, "split": split, "cache": args.cache,
             "dependence": args.dependence, "explain": explain}
@@ -106,7 +113,7 @@ def job(args):
 def reduce(fingerprint: dict, records: list[dict]) -> dict:
     """The report from the sorted records: accuracy per type beside the commonest answer, and with
     --dependence how many answers were guessed."""
-    from ..analysis.answers import dependence_block, qa_report
+    from ..analysis.answers import answer_grounding_block, dependence_block, qa_report
     from ..analysis.explain_reduce import explain_block
     from ..data.questions import Question
     done = [r for r in records if "error" not in r]
@@ -114,6 +121,9 @@ def reduce(fingerprint: dict, records: list[dict]) -> dict:
     items = [Question(photo, a["type"], a["question"], a["answer"], a["support"]) for photo, a in rows]
     said = [a["said"] for _, a in rows]
     result = qa_report(fingerprint["model"], said, items, fingerprint["commonest"], fingerprint["split"])
+    grounded = [a["grounding"] for _, a in rows if a.get("grounding")]
+    if grounded:   # the answers that name a COCO class, against the detector's boxes of it
+        result["grounding"] = answer_grounding_block(grounded)
     if fingerprint["dependence"]:
         blind = [a["blind"] for _, a in rows] if fingerprint["blind"] else None
         result["looked_or_guessed"] = dependence_block([a["dependence"] for _, a in rows], said, items, blind)
@@ -134,6 +144,11 @@ def text(result: dict) -> str:
     common = result["commonest_answer"]["accuracy"]
     lines = [f"{k:9s} {v['accuracy']}  {v['ci']}  ({v['questions']} questions; commonest answer "
              f"{common[k]['accuracy']})" for k, v in result["accuracy"].items()]
+    g = result.get("grounding")
+    if g:
+        lines.append(f"answers naming a COCO class the detector found ({g['detected']}): the answer's map points at it "
+                     f"{g['pointing']} {g['pointing_ci']} (centre pointer {g['pointing_centre_baseline']}), mass in its "
+                     f"boxes {g['mass_in_box']} (uniform map {g['mass_uniform_baseline']})")
     block = result.get("looked_or_guessed")
     if block:
         lines.append(f"guessed {block['guessed']:.1%} of the answers (accuracy {block['accuracy_guessed']} guessed, "
