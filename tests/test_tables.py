@@ -72,7 +72,8 @@ def test_the_answers_table_reads_its_reports(tmp_path):
                            "dev-report")
         if name == "vqa-regions":   # evaluate --questions' grounding block (analysis/answers.py)
             report["grounding"] = {"detected": 2, "pointing": 0.5, "pointing_ci": [0.0, 1.0],
-                                   "pointing_centre_baseline": 0.25, "mass_in_box": 0.4, "mass_uniform_baseline": 0.2}
+                                   "pointing_centre_baseline": 0.25, "pointing_top_detection_baseline": 0.75,
+                                   "mass_in_box": 0.4, "mass_uniform_baseline": 0.2}
         (tmp_path / name / "report.json").write_text(_json.dumps(report))
     lines = answers_table(folder=str(tmp_path)).splitlines()
     assert lines[2].startswith("| `vqa-regions` | 50.0 [") and "| 100.0 [" in lines[2] and "| 0.0 [" in lines[2]

@@ -269,19 +269,22 @@ def answers_table(_reports=None, folder: str = ANSWERS) -> str:
     lines.append("| commonest answer per type | " + " | ".join(f"{100 * common[t]['accuracy']:.1f}" for t in types) + " | – | – |")
     counts = ", ".join(f"{first['accuracy'][t]['questions']} {t}" for t in types[:-1])
     note = f"\n\n{first['accuracy']['overall']['questions']} questions generated from the captions of {first['split']} ({counts})."
-    grounded = {m: r["grounding"] for m, r in found.items() if r.get("grounding")}
-    if grounded:
-        note += (" Points at the answer's object: of the answers that name a COCO class the detector finds ("
-                 + ", ".join(f"{g['detected']} for `{m}`" for m, g in grounded.items()) + "), how often the peak of "
-                 "the map the answer was read from lies in the detector's boxes of that class (proxy boxes, as "
-                 "for captions), beside always pointing at the centre; mass in those boxes "
-                 + ", ".join(f"{g['mass_in_box']:.2f} for `{m}` (uniform map {g['mass_uniform_baseline']:.2f})"
-                             for m, g in grounded.items()) + ".")
     check = os.path.join(folder, "hand_check.json")
     if os.path.exists(check):
         last = json.load(open(check))["checks"][-1]
         note += (f" Checked by looking at 100 sampled questions: {last['ok']} of {last['of']} well-formed and "
                  "answerable from the photo (reports/qa/hand_check.json).")
+    grounded = {m: r["grounding"] for m, r in found.items() if r.get("grounding")}
+    if grounded:
+        note += (" Points at the answer's object: for the answers that name a COCO class the detector finds ("
+                 + ", ".join(f"{g['detected']} for `{m}`" for m, g in grounded.items()) + "), whether the peak of "
+                 "the map the answer was read from lies in the detector's boxes of that class (proxy boxes, as for "
+                 "captions); in brackets, always pointing at the centre. Label-blind, pointing at the detector's "
+                 "top-scoring box scores " + ", ".join(f"{100 * g['pointing_top_detection_baseline']:.1f} for `{m}`"
+                                                       for m, g in grounded.items())
+                 + "; the maps' mass in the boxes: " + ", ".join(
+                     f"{g['mass_in_box']:.2f} for `{m}` (a uniform map: {g['mass_uniform_baseline']:.2f})"
+                     for m, g in grounded.items()) + ".")
     explained = {m: r["explain"] for m, r in found.items() if r.get("explain")}
     if explained:   # `evaluate --questions --explain`: the answers' maps scored as caption words are
         note += ("\n\nWhich map to trust for the answers (each answer forced with its question; deletion under "
