@@ -493,16 +493,14 @@ class Studio:
         return out
 
     def compare_guidance(self, ex: Exploration) -> list[AttentionTrace]:
-        """Compare's guidance mode: Explore's model and settings three ways on the same photo: plain,
-        with what the detector does not see ruled out, and also made to name its top classes. Each
-        trace is named by what was asked of it (the words of its line)."""
-        found, unseen = self.guidance(ex.photo, ex.model)
-        ways = (("plain", None, ()), ("ruled out", None, unseen), ("guided", found or None, unseen))
+        """Compare's guidance mode: Explore's model and settings three ways on the same photo, as Explore
+        decodes them with its switches: plain, with what the detector does not see ruled out, and also
+        made to name its top classes. Each trace is named by what was asked of it (the words of its line)."""
         out = []
-        for name, required, avoid in ways:
-            trace = self.decode(ex.photo, ex.model, ex.settings, None, required, avoid=avoid)[0]
-            asked = guidance_note(required, avoid).removeprefix("Guided by the detector: ").rstrip(".")
-            out.append(replace(trace, model=f"{ex.model} · {name}" + (f" ({asked})" if asked else "")))
+        for name, name_detected, rule_out in (("plain", False, False), ("ruled out", False, True), ("guided", True, True)):
+            one = self.explore(ex.photo, ex.model, ex.settings, name_detected=name_detected, rule_out=rule_out)
+            asked = " · ".join(guidance_parts(one.required, one.avoid))
+            out.append(replace(one.trace, model=f"{ex.model} · {name}" + (f" ({asked})" if asked else "")))
         return out
 
     # --- comparing ---------------------------------------------------------------------------
@@ -753,16 +751,21 @@ def first_steps(trace: AttentionTrace) -> list[int]:
     return [trace.word_at(t).first for t in range(len(trace.steps))]
 
 
-def guidance_note(required: tuple | None, avoid: tuple) -> str:
-    """What the detector asked of a caption (an Exploration's `required` and `avoid`), in a line: the
-    classes it had to name, the words it could not say (empty when it asked nothing)."""
+def guidance_parts(required: tuple | None, avoid: tuple) -> list[str]:
+    """What the detector asked of a caption (an Exploration's `required` and `avoid`), part by part:
+    the classes it had to name, the words it could not say (none when it asked nothing)."""
     from ..analysis.grounding import word_class
     from ..analysis.guide import UNKNOWN
     must = sorted({word_class(words[0]) or words[0] for words, source in required or () if source == "detector"})
     never = sorted({word_class(w) for w in avoid if w != UNKNOWN} - {None})
-    parts = ([f"must name {', '.join(must)}"] if must else []) + \
+    return ([f"must name {', '.join(must)}"] if must else []) + \
         ([f"never {', '.join(never)} (the detector sees none)"] if never else []) + \
         (["never `<unk>`"] if UNKNOWN in avoid else [])
+
+
+def guidance_note(required: tuple | None, avoid: tuple) -> str:
+    """`guidance_parts` in a line for Explore's status (empty when the detector asked nothing)."""
+    parts = guidance_parts(required, avoid)
     return "Guided by the detector: " + " · ".join(parts) + "." if parts else ""
 
 

@@ -17,13 +17,12 @@ CHUNK = 16   # photos answered together
 
 def open_worker(opts: dict):
     """Once per worker: the models, the questions and the feature cache; returns items -> records."""
-    from PIL import Image
-
     from ..analysis.answers import answer_all, answer_grounding, answer_hypotheses, looked_or_guessed
     from ..analysis.explain_eval import photo_record, rounded
     from ..data import questions
     from ..data.cache import FeatureCache
     from ..data.datasets import load_dataset
+    from ..engine.images import photo_size
     from ..engine.pipeline import Captioner
     captioner = Captioner(opts["device"], checkpoint_dir=opts["checkpoints"])
     loaded = captioner.model(opts["model_arg"])
@@ -48,10 +47,8 @@ def open_worker(opts: dict):
         asked = [q for p in paths for q in by_photo[p]]
         hyps = answer_hypotheses(loaded, asked, cache, captioner.device)
         said = [loaded.vocab.words[h.tokens[0]] for h in hyps]
-        index = {it["id"]: it["index"] for it in items}
-        sizes = {p: Image.open(p).size for p in paths}
-        columns = {"said": said, "grounding": [answer_grounding(loaded, q, h, cache.regions(q.photo), sizes[q.photo],
-                                                                 index[q.photo]) for q, h in zip(asked, hyps)]}
+        photo = {it["id"]: (cache.regions(it["id"]), photo_size(it["id"]), it["index"]) for it in items}   # read once
+        columns = {"said": said, "grounding": [answer_grounding(loaded, q, h, *photo[q.photo]) for q, h in zip(asked, hyps)]}
         if blind is not None:
             columns["blind"] = answer_all(blind, asked, cache, captioner.device)
         if opts["dependence"]:
