@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test setup browser java install-check qa speed naming novel
+.PHONY: run test setup browser java install-check qa speed naming guide-choice novel
 
 $(VENV)/installed.stamp: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,9 @@ speed: setup browser
 # README's table. About 30 minutes on 2 cores. (reports/guide/*-dev-report-0.7: required classes
 # only, before the ruling out, session 52.)
 CAPTION_MODELS := sat-soft sat-hard transformer updown updown-copy
+guide-choice: setup   # which classes guidance rules out, chosen on dev-select (a few minutes): reports/guide/choice.json
+	$(PY) -m viewer.analysis.guide_choice --data $(DATA)
+
 naming: setup
 	for m in $(CAPTION_MODELS); do \
 	  $(PY) -m viewer evaluate --model $$m --data $(DATA) --split dev-report --out reports/eval/$$m && \

@@ -318,3 +318,19 @@ def test_a_word_to_avoid_of_several_tokens_is_ruled_out_at_its_last_token(subwor
         assert settings.strategy == "beam" or again[0].token_ids[word.last] == ids[word.last]
         for trace in ruled:
             assert trace.token_ids[:word.last] == ids[:word.last] and trace.token_ids[word.last] != ids[word.last]
+
+
+def test_no_repeated_trigram_counts_sub_word_tokens(subword):
+    """`no_repeat` rules out token trigrams, not word trigrams: with a real BPE or WordPiece model,
+    after a prefix that says the caption's first three tokens and then its first two again, greedy
+    decoding cannot say the third again; no trigram of tokens repeats, and the word layer reads it."""
+    from test_constraints import repeats_at
+    from viewer.engine.decoding import DecodeSettings
+    cap, model, photo, _ = subword
+    ids = cap.caption([photo], model, DecodeSettings(strategy="greedy", max_len=8))[0][0].token_ids
+    assert len(ids) >= 4
+    prefix = ids[:3] + ids[:2]
+    once = cap.caption([photo], model, DecodeSettings(strategy="greedy", max_len=16, no_repeat=3), [prefix])[0][0]
+    assert once.token_ids[:5] == prefix and once.token_ids[5] != ids[2]
+    assert repeats_at(once.token_ids) is None
+    assert [t for w in once.word_spans for t in w.steps] == list(range(len(once.steps)))

@@ -14,7 +14,7 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from ..engine.vocab import tokenize
 from ..engine.decoding import DecodeSettings, Hypothesis
@@ -137,13 +137,7 @@ def split_records(loaded, data, paths: list[str], indices: list[int], cache, set
         cache.build(paths, vision, log=lambda *a: None)
     items = [cache.load(p) for p in paths]
     start = time.perf_counter()
-    said = [] if guide is None else [guidance(loaded.vocab, it.regions, guide["threshold"], guide["most"],
-                                              guide.get("rule_out", ())) for it in items]
-    required = None if guide is None else [[constraint_tokens(loaded.vocab, words) for words, _ in must]
-                                           for must, _ in said]
-    avoid = None if guide is None or "rule_out" not in guide else \
-        [avoid_tokens(loaded.vocab, unseen) for _, unseen in said]
-    own = generate(loaded, items, paths, settings, device=device, constraints=required, avoid=avoid)
+    own = guided_generate(loaded, items, paths, settings, device, guide)
     seconds = (time.perf_counter() - start) / len(paths)
     rows = [(j, loaded.vocab.encode(ref) + [loaded.vocab.end]) for j, p in enumerate(paths) for ref in data.captions[p]]
     repeated = [items[j] for j, _ in rows]
@@ -173,6 +167,20 @@ def split_records(loaded, data, paths: list[str], indices: list[int], cache, set
             w.image = indices[w.image]
             records[indices.index(w.image)]["faithfulness"].append(asdict(w))
     return records
+
+
+def guided_generate(loaded, items, paths: list[str], settings: DecodeSettings, device="cpu",
+                    guide: dict | None = None) -> dict[str, Hypothesis]:
+    """`generate`'s captions of cached photos, guided by the detector as `guide` says
+    ({"threshold", "most", "rule_out", "no_repeat"}: split_records; None: plain)."""
+    said = [] if guide is None else [guidance(loaded.vocab, it.regions, guide["threshold"], guide["most"],
+                                              guide.get("rule_out", ())) for it in items]
+    required = None if guide is None else [[constraint_tokens(loaded.vocab, words) for words, _ in must]
+                                           for must, _ in said]
+    avoid = None if guide is None or "rule_out" not in guide else \
+        [avoid_tokens(loaded.vocab, unseen) for _, unseen in said]
+    settings = replace(settings, no_repeat=guide["no_repeat"]) if guide and guide.get("no_repeat") else settings
+    return generate(loaded, items, paths, settings, device=device, constraints=required, avoid=avoid)
 
 
 def pipeline_records(captioner, model: str, data, paths: list[str], indices: list[int], settings: DecodeSettings

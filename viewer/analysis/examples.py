@@ -12,7 +12,7 @@ import sys
 from ..engine.decoding import DecodeSettings
 from ..engine.images import load_photo
 from ..paths import ASSETS, ROOT
-from .guide import guidance
+from .guide import guidance, guided_settings
 from .grounding import word_class
 from .hallucination import named
 
@@ -36,7 +36,8 @@ def caption_examples(captioner, models: tuple[str, ...] = MODELS) -> dict:
             required, unseen = guidance(captioner.model(model).vocab, regions)
             for decoding, name_detected, rule_out in DECODINGS:
                 must = required if name_detected else []
-                trace = captioner.caption([photo], model, SETTINGS, constraints=[must] if must else None,
+                trace = captioner.caption([photo], model, guided_settings(SETTINGS) if rule_out else SETTINGS,
+                                          constraints=[must] if must else None,
                                           avoid=[unseen] if rule_out else None)[0][0]
                 said = named(trace.caption)
                 rows.append({"photo": name, "model": model, "decoding": decoding, "caption": trace.caption,

@@ -188,8 +188,12 @@ def naming_table(_reports=None, evaluations: dict[str, dict] | None = None, guid
 def _guidance(guide: dict) -> str:
     """How a guided evaluation was decoded, in words (evaluate --guide: analysis/guide.py)."""
     parts = [f"must name the detector's classes >= {guide['threshold']}"] if guide.get("most", 1) else []
-    if guide.get("rule_out"):
-        parts.append(f"never an unseen {' or '.join(guide['rule_out'])}, nor `<unk>`")
+    unseen = guide.get("rule_out") or []
+    if unseen:
+        parts.append(f"never an unseen {' or '.join(unseen)}, nor `<unk>`" if len(unseen) <= 3 else
+                     f"never a class it does not see (any of {len(unseen)}), nor `<unk>`")
+    if guide.get("no_repeat"):
+        parts.append(f"no {guide['no_repeat']}-gram twice")
     return "beam 3, " + "; ".join(parts)
 
 

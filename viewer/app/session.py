@@ -264,6 +264,9 @@ class Studio:
                required: tuple | None = None, question: str | None = None, avoid: tuple = ()) -> list[AttentionTrace]:
         """The traces of a decode, cached; `required`: ((words, source), ...) the caption must include;
         `avoid`: words it must not say; `question`: a question answering model's question (the traces are answers)."""
+        if avoid:   # words ruled out by the detector: guided decoding's settings (no trigram twice)
+            from ..analysis.guide import guided_settings
+            settings = guided_settings(settings)
         key = (photo_key(photo), model, settings, tuple(prefix or ()), required, question, avoid)
         with self._lock:
             if key in self._decodes:
@@ -758,8 +761,10 @@ def guidance_parts(required: tuple | None, avoid: tuple) -> list[str]:
     from ..analysis.guide import UNKNOWN
     must = sorted({word_class(words[0]) or words[0] for words, source in required or () if source == "detector"})
     never = sorted({word_class(w) for w in avoid if w != UNKNOWN} - {None})
+    shown = [c for c in ("person", "dog") if c in never] or never[:2]   # the prior's favourites first
+    rest = f" or {len(never) - len(shown)} other classes" if len(never) > len(shown) else ""
     return ([f"must name {', '.join(must)}"] if must else []) + \
-        ([f"never {', '.join(never)} (the detector sees none)"] if never else []) + \
+        ([f"never {', '.join(shown)}{rest} (the detector sees none)"] if never else []) + \
         (["never `<unk>`"] if UNKNOWN in avoid else [])
 
 

@@ -31,7 +31,7 @@ def add_parser(sub) -> None:
     p.add_argument("--include", metavar="WORDS", help="beam search that must include these words (constrained "
                    "beam search): comma-separated, 'a|b' for either, a single word also in its plural")
     p.add_argument("--guide", choices=["detector"], help="require the words of the detector's top classes and "
-                   "never say a person it does not see, nor <unk> (constrained beam search; see analysis/guide.py)")
+                   "never name a class it does not see, nor <unk> (constrained beam search; see analysis/guide.py)")
     p.add_argument("--need", type=int, metavar="N", help="with --include/--guide: how many of the required words "
                    "must appear (default all)")
     p.add_argument("--json", action="store_true", help="one JSON trace per image (schema in README)")
@@ -88,6 +88,7 @@ def steer_unit(trace, where: tuple[int, ...]) -> tuple[int, str]:
 def open_worker(opts: dict):
     """Once per worker: the model; returns items -> records (a photo that does not open: an error record)."""
     from argparse import Namespace
+    from ..analysis.guide import guided_settings
     from ..analysis.faithfulness import trace_faithfulness
     from ..analysis.pixel_faithfulness import step_explanations
     from ..analysis.steer import steer, steer_map
@@ -107,7 +108,8 @@ def open_worker(opts: dict):
             trace = captioner.force([photo], model, [force], seed=opts["decode"]["seed"])[0]
         else:
             required, avoid = required_words(captioner, model, photo, opts)
-            trace = captioner.caption([photo], model, settings, constraints=required and [required],
+            trace = captioner.caption([photo], model, guided_settings(settings) if avoid else settings,
+                                      constraints=required and [required],
                                       need=opts["need"], avoid=avoid and [avoid])[0][0]
         rec = {"index": item["index"], "id": item["id"], "caption": trace.caption,
                "logprob": round(sum(s.logprob for s in trace.steps), 4)}
@@ -145,8 +147,9 @@ def required_words(captioner, model: str, photo, opts: dict):
 
 def guide(source: str | None) -> dict | None:
     """--guide as the records' fingerprint names it: the source and the constants that choose its words."""
-    from ..analysis.guide import MOST, RULE_OUT, THRESHOLD
-    return None if source is None else {"source": source, "threshold": THRESHOLD, "most": MOST, "rule_out": list(RULE_OUT)}
+    from ..analysis.guide import MOST, NO_REPEAT, RULE_OUT, THRESHOLD
+    return None if source is None else {"source": source, "threshold": THRESHOLD, "most": MOST, "rule_out": list(RULE_OUT),
+                                        "no_repeat": NO_REPEAT}
 
 
 def photo_paths(images: list[str]) -> list[str]:

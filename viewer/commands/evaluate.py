@@ -155,13 +155,14 @@ def guide_settings(args, loaded) -> dict | None:
     """--guide as the records' fingerprint and the report name it."""
     if not args.guide:
         return None
-    from ..analysis.guide import MOST, RULE_OUT, THRESHOLD
+    from ..analysis.guide import MOST, NO_REPEAT, RULE_OUT, THRESHOLD
     if loaded.imported:
         raise ValueError("--guide reads the detector's boxes in the feature cache: for the models trained here")
     if args.guide_most is not None and args.guide_most < 0:
         raise ValueError("--guide-most: how many classes to require, 0 or more")
     return {"source": args.guide, "threshold": THRESHOLD if args.guide_threshold is None else args.guide_threshold,
-            "most": MOST if args.guide_most is None else args.guide_most, "rule_out": list(RULE_OUT)}
+            "most": MOST if args.guide_most is None else args.guide_most, "rule_out": list(RULE_OUT),
+            "no_repeat": NO_REPEAT}
 
 
 def reduce(fingerprint: dict, records: list[dict]) -> dict:

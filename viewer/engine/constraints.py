@@ -17,6 +17,9 @@ Words to *avoid* (per image, token sequences) are never completed: a row whose t
 but the last token of such a word cannot emit that last token (a one-token word is never emitted),
 as transformers' `bad_words_ids` rules words out. A word's tokens that begin a longer word are ruled
 out with it (a sub-word "man" also ends "man|go" there); a forced prefix is never ruled out.
+With `no_repeat` n, no row says an n-gram of tokens it has said before (transformers'
+`no_repeat_ngram_size`): a model pushed off the words it prefers tends to loop ("a brown and white
+brown and white").
 """
 from __future__ import annotations
 
@@ -30,9 +33,11 @@ Requirement = tuple[list[str], str]  # the words any of which meets it, and who 
 
 class ConstrainedSearch:
     def __init__(self, constraints: list[list[Constraint]], beam: int, need: int | None = None,
-                 prefixes: list[list[int]] | None = None, avoid: list[list[tuple[int, ...]]] | None = None):
+                 prefixes: list[list[int]] | None = None, avoid: list[list[tuple[int, ...]]] | None = None,
+                 no_repeat: int = 0):
         """`prefixes`: per image, tokens every caption starts with (branching: a word chosen in the
-        app, the constraints still to meet after it). `avoid`: per image, words never to complete."""
+        app, the constraints still to meet after it). `avoid`: per image, words never to complete.
+        `no_repeat`: the n-gram size no row may repeat (0: any)."""
         if any(len(c) > MAX_CONSTRAINTS for c in constraints):
             raise ValueError(f"at most {MAX_CONSTRAINTS} constraints per photo")
         if any(not words or any(not w for w in words) for c in constraints for words in c):
@@ -42,6 +47,7 @@ class ConstrainedSearch:
         avoid = [[tuple(w) for w in words if w] for words in (avoid or [[] for _ in constraints])]
         self.avoid_one = [sorted({w[0] for w in words if len(w) == 1}) for words in avoid]   # masked at every step
         self.avoid_more = [[w for w in words if len(w) > 1] for words in avoid]            # after their other tokens
+        self.no_repeat = no_repeat
         self.beam, self.states = beam, 2 ** max((len(c) for c in constraints), default=0)
         self.k = beam * self.states
         self.need = [len(c) if need is None else min(need, len(c)) for c in self.sets]
@@ -97,7 +103,7 @@ class ConstrainedSearch:
         k = logp.shape[0] // len(self.sets)
         rows, tokens, images = [], [], []
         for i, (one, more) in enumerate(zip(self.avoid_one, self.avoid_more)):
-            if t < len(self.prefixes[i]) or not (one or more):
+            if t < len(self.prefixes[i]) or not (one or more or self.no_repeat):
                 continue
             images += [(i, one)] if one else []
             for row in range(i * k, (i + 1) * k):
@@ -105,6 +111,8 @@ class ConstrainedSearch:
                 for w in more:
                     if had[len(had) - len(w) + 1:] == w[:-1]:
                         rows.append(row); tokens.append(w[-1])
+                for token in self.repeats(had):
+                    rows.append(row); tokens.append(token)
         if not rows and not images:
             return logp
         logp = logp.clone()
@@ -112,6 +120,14 @@ class ConstrainedSearch:
             logp[i * k:(i + 1) * k, one] = float("-inf")
         logp[rows, tokens] = float("-inf")
         return logp
+
+    def repeats(self, had: tuple[int, ...]) -> set[int]:
+        """The tokens that would end an n-gram (`no_repeat`) the row has said before."""
+        n = self.no_repeat
+        if not n or len(had) < n:
+            return set()
+        tail = had[len(had) - n + 1:]
+        return {had[j + n - 1] for j in range(len(had) - n + 1) if had[j:j + n - 1] == tail}
 
     def select(self, candidates, finished: list[list], t: int, end: int, ending) -> tuple[list, list, list, list]:
         """The next rows, `beam` per state and image, from the candidates (best first): an <end> among

@@ -19,7 +19,8 @@ sequence. The beam is kept per constraint state (which constraints the words so 
 of `beam_size` rows per state), every row also proposes the next token of each constraint it has
 not met, and the answer is the best finished caption in a state meeting `min_met` of them (all, by
 default); failing that, the finished caption meeting most. <end> and length behave as in beam search.
-Words to `avoid` (per image) are never completed (constraints.py): the same search, no constraints needed.
+Words to `avoid` (per image) are never completed, and with `no_repeat` no n-gram is said twice
+(constraints.py): the same search, no constraints needed.
 """
 from __future__ import annotations
 
@@ -45,12 +46,15 @@ class DecodeSettings:
     temperature: float = 1.0
     seed: int = 0
     top_k: int = 5                # alternatives recorded per step
+    no_repeat: int = 0            # beam/greedy: no token n-gram of this size said twice (0: off); constraints.py
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.strategy!r}; choose from {', '.join(STRATEGIES)}")
         if self.beam_size < 1 or self.max_len < 1 or self.temperature <= 0 or self.top_k < 1:
             raise ValueError("beam size, max length and top-k must be >= 1 and temperature > 0")
+        if self.no_repeat and (self.no_repeat < 2 or self.strategy not in ("beam", "greedy")):
+            raise ValueError("no_repeat: an n-gram of 2 tokens or more, with beam search or greedy decoding")
 
     @property
     def width(self) -> int:
@@ -104,12 +108,13 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     (per image, constraints.py): constrained beam search, `need` of them met (default all); `avoid`
     (per image, token sequences): words it never completes. `prompt` (n_img, L) word ids: a question
     answering model's questions (models/vqa.py `with_prompt`)."""
-    if avoid is not None and constraints is None:
+    if (avoid is not None or settings.no_repeat) and constraints is None:
         constraints = [[] for _ in range(len(mask))]
     _check(settings, mask, prefixes, steer, hide, constraints)
     start, end = vocab.start, vocab.end
     model.eval()
-    search = None if constraints is None else ConstrainedSearch(constraints, settings.width, need, prefixes, avoid)
+    search = None if constraints is None else ConstrainedSearch(constraints, settings.width, need, prefixes, avoid,
+                                                                settings.no_repeat)
     n_img, k, device = feats.shape[0], settings.width if search is None else search.k, feats.device
     prefixes = prefixes or [[] for _ in range(n_img)]
     longest = max(len(p) for p in prefixes)

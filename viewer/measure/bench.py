@@ -120,9 +120,9 @@ def one_beam_at_a_time(lm, x, mask, beam: int, max_len: int) -> list[int]:
 
 def guided_cost(captioner: Captioner, model: str, photos, settings: DecodeSettings, repeats: int = 3) -> dict:
     """Decoding guided by the detector (constrained beam search over its top classes' words, never
-    an unseen person nor <unk>) beside plain beam search, per photo, features ready (the issue's
+    a class it does not see nor <unk>, no trigram twice) beside plain beam search, per photo, features ready (the issue's
     target: at most 1.5x)."""
-    from ..analysis.guide import guidance
+    from ..analysis.guide import guidance, guided_settings
     from ..engine.constraints import avoid_tokens, constraint_tokens
     lm = captioner.model(model)
     plain, guided, constrained = [], [], 0
@@ -135,7 +135,7 @@ def guided_cost(captioner: Captioner, model: str, photos, settings: DecodeSettin
         avoid = [avoid_tokens(lm.vocab, unseen)]
         for _ in range(repeats):
             plain.append(_timed(lambda: decode(lm.model, x, mask, settings, lm.vocab))[1])
-            guided.append(_timed(lambda: decode(lm.model, x, mask, settings, lm.vocab, constraints=constraints,
+            guided.append(_timed(lambda: decode(lm.model, x, mask, guided_settings(settings), lm.vocab, constraints=constraints,
                                                 avoid=avoid))[1])
     return {"plain": _stats(plain), "guided": _stats(guided), "photos_constrained": constrained,
             "ratio": round(float(np.median(guided) / np.median(plain)), 2)}
