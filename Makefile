@@ -65,10 +65,9 @@ speed: setup browser
 	$(PY) -m viewer.analysis.tables
 
 # Naming what is there: every captioning model on dev-report, beam 3, plain, ruling out what the
-# detector does not see (the app's default), and also made to name its classes (threshold chosen on
-# dev-select: reports/guide/sat-soft-dev-select-*), into reports/eval/ and reports/guide/, then the
-# README's table. About 30 minutes on 2 cores. (reports/guide/*-dev-report-0.7: required classes
-# only, before the ruling out, session 52.)
+# detector does not see, and guided (ruling out, its top classes required, no trigram twice; chosen on
+# dev-select: make guide-choice), into reports/eval/ and reports/guide/, then the README's table.
+# About 30 minutes on 2 cores.
 CAPTION_MODELS := sat-soft sat-hard transformer updown updown-copy
 guide-choice: setup   # which classes guidance rules out, chosen on dev-select (a few minutes): reports/guide/choice.json
 	$(PY) -m viewer.analysis.guide_choice --data $(DATA)
@@ -78,8 +77,8 @@ naming: setup
 	  $(PY) -m viewer evaluate --model $$m --data $(DATA) --split dev-report --out reports/eval/$$m && \
 	  $(PY) -m viewer evaluate --model $$m --data $(DATA) --split dev-report --guide detector --guide-most 0 \
 	    --out reports/guide/$$m-dev-report-rule-out && \
-	  $(PY) -m viewer evaluate --model $$m --data $(DATA) --split dev-report --guide detector --guide-threshold 0.7 \
-	    --out reports/guide/$$m-dev-report-0.7-rule-out || exit 1; \
+	  $(PY) -m viewer evaluate --model $$m --data $(DATA) --split dev-report --guide detector \
+	    --out reports/guide/$$m-dev-report-guided || exit 1; \
 	done
 	$(PY) -m viewer.analysis.tables
 
