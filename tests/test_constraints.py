@@ -352,7 +352,7 @@ def test_the_command_line_guided_by_the_detector_never_says_a_person_it_does_not
 
 def test_the_guidance_switches_in_the_browser_rule_out_and_require_what_the_detector_says(server):
     """Explore's "Guided by what the detector sees": both switches off as the app starts; ticked, the
-    status says what the detector asked (the coffee cup: must name cup, never a person, never <unk>)
+    status says what the detector asked (the coffee cup: must name cup, never a class it does not see, never <unk>)
     and the required word is marked in the caption."""
     from playwright.sync_api import expect, sync_playwright
 

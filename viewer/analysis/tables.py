@@ -221,8 +221,8 @@ EXAMPLES = os.path.join(ROOT, "reports", "examples.json")   # python -m viewer.a
 
 def examples_table(_reports=None, path: str = EXAMPLES) -> str:
     """The example photos' captions by every shipped model as the app starts (the report's
-    `app_default`, beam 3), the object words the photo does not hold struck through; then, per
-    model, how many name only what is there in each decoding."""
+    `app_default`, beam 3) and guided by the detector, the object words the photo does not hold
+    struck through; then, per model, how many name only what is there in each decoding."""
     if not os.path.exists(path):
         return "No example captions are committed yet (`python -m viewer.analysis.examples`)."
     from .grounding import word_class
@@ -231,19 +231,22 @@ def examples_table(_reports=None, path: str = EXAMPLES) -> str:
     models = list(dict.fromkeys(r["model"] for r in rows))
     photos = list(dict.fromkeys(r["photo"] for r in rows))
     decodings = list(dict.fromkeys(r["decoding"] for r in rows))
-    shown = {(r["photo"], r["model"]): r for r in rows if r["decoding"] == default}
 
     def marked(r: dict) -> str:
         return " ".join(f"~~{w}~~" if word_class(w) in r["not_there"] else f"`{w}`" if w.startswith("<") else w
                         for w in r["caption"].split())
-    lines = ["| photo | " + " | ".join(f"`{m}`" for m in models) + " |", "|---|" + "---|" * len(models)]
-    lines += [f"| {p} | " + " | ".join(marked(shown[p, m]) for m in models) + " |" for p in photos]
+    lines = []
+    for decoding in dict.fromkeys([default, "guided"]) if "guided" in decodings else [default]:
+        shown = {(r["photo"], r["model"]): r for r in rows if r["decoding"] == decoding}
+        lines += ["| photo, " + ("as the app starts" if decoding == default else decoding) + " | "
+                  + " | ".join(f"`{m}`" for m in models) + " |", "|---|" + "---|" * len(models)]
+        lines += [f"| {p} | " + " | ".join(marked(shown[p, m]) for m in models) + " |" for p in photos] + [""]
     counts = []
     for m in models:
         ok = {d: sum(not r["not_there"] for r in rows if r["model"] == m and r["decoding"] == d) for d in decodings}
         counts.append(f"`{m}` " + ", ".join(f"{ok[d]} {d}" for d in decodings))
-    return "\n".join(lines) + f"\n\nCaptions as the app starts ({default}). Of {len(photos)} photos, named only " \
-        "what is there: " + "; ".join(counts) + "."
+    return "\n".join(lines) + f"\nThe app starts {default}. Of {len(photos)} photos, named only what is there: " \
+        + "; ".join(counts) + "."
 
 
 ANSWERS = os.path.join(ROOT, "reports", "qa")   # `evaluate --questions ... --out reports/qa/MODEL`: report.json
