@@ -317,7 +317,7 @@ def test_compare_shows_a_model_plain_ruled_out_and_guided_side_by_side(captioner
     from viewer.app import session as S
     from viewer.app import ui
     studio = S.Studio(captioner)
-    photo, settings = os.path.join(ASSETS, "chelsea.jpg"), DecodeSettings(beam_size=2)   # a cat, no one
+    photo, settings = os.path.join(ASSETS, "coffee.jpg"), DecodeSettings(beam_size=2)   # a cup, no one
     ex = studio.explore(photo, "updown", settings)
     traces, slider = ui.Handlers(studio, studio.models()).compare(ex, [], ui.GUIDANCE_MODE, "", "", None)
     switches = [{}, {"rule_out": True}, {"rule_out": True, "name_detected": True}]
@@ -326,7 +326,7 @@ def test_compare_shows_a_model_plain_ruled_out_and_guided_side_by_side(captioner
     assert not set(traces[1].words) & set(ruled_out) and not set(traces[2].words) & set(ruled_out)
     assert traces[0].model == "updown · plain"
     assert traces[1].model.startswith("updown · ruled out (never person, dog or ")
-    assert traces[2].model.startswith("updown · guided (must name cat · never person, dog or ") and "cat" in traces[2].words
+    assert traces[2].model.startswith("updown · guided (must name cup · never person, dog or ") and "cup" in traces[2].words
     assert slider.maximum == max(2, max(len(t.word_spans) for t in traces))
     sampled = studio.explore(photo, "updown", DecodeSettings(strategy="sample"))
     with pytest.raises(gr.Error, match="beam search or greedy"):
