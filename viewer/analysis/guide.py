@@ -87,4 +87,4 @@ def unseen_words(regions, classes=RULE_OUT) -> list[str]:
 
 def guided_settings(settings):
     """The decode settings of a caption the detector guides: `settings`, no trigram said twice."""
-    return replace(settings, no_repeat=NO_REPEAT) if settings.strategy in ("beam", "greedy") else settings
+    return replace(settings, no_repeat=NO_REPEAT) if settings.searches else settings

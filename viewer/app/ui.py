@@ -123,10 +123,10 @@ class Handlers:
         start = time.perf_counter()
         settings = _settings(strat, k, temp, sd, mlen)
         required = tuple((tuple(words), source) for words, source in user_words(mention)) if mention.strip() else None
-        if required and settings.strategy not in ("beam", "greedy"):
+        if required and not settings.searches:
             raise gr.Error("Must mention works with beam search or greedy decoding.")
-        searched, guided_asked = settings.strategy in ("beam", "greedy"), bool(guides)
-        guides = set(guides or ()) if searched else set()
+        guided_asked = bool(guides)
+        guides = set(guides or ()) if settings.searches else set()
         ex = self.studio.explore(path, model_name, settings, required, name_detected=NAME_DETECTED in guides,
                                  rule_out=RULE_OUT in guides)
         ex.photo.name = os.path.basename(path)
@@ -378,7 +378,7 @@ class Handlers:
         if mode == GUIDANCE_MODE:
             if ex.trace.question:
                 raise gr.Error("Explore answered a question last: caption the photo there, then Compare.")
-            if ex.settings.strategy not in ("beam", "greedy"):
+            if not ex.settings.searches:
                 raise gr.Error("Guidance by the detector works with beam search or greedy: choose one in Explore.")
             progress(0.05, desc=f"{ex.model}: plain, ruled out and guided by the detector")
             traces = self.studio.compare_guidance(ex)

@@ -53,8 +53,14 @@ class DecodeSettings:
             raise ValueError(f"unknown strategy {self.strategy!r}; choose from {', '.join(STRATEGIES)}")
         if self.beam_size < 1 or self.max_len < 1 or self.temperature <= 0 or self.top_k < 1:
             raise ValueError("beam size, max length and top-k must be >= 1 and temperature > 0")
-        if self.no_repeat and (self.no_repeat < 2 or self.strategy not in ("beam", "greedy")):
+        if self.no_repeat and (self.no_repeat < 2 or not self.searches):
             raise ValueError("no_repeat: an n-gram of 2 tokens or more, with beam search or greedy decoding")
+
+    @property
+    def searches(self) -> bool:
+        """Beam search or greedy: the decodings that constraints, words to avoid and no_repeat steer
+        (a sampled or forced caption has no search to steer)."""
+        return self.strategy in ("beam", "greedy")
 
     @property
     def width(self) -> int:
@@ -175,7 +181,7 @@ def _constrained(search: ConstrainedSearch, history, finished, scores, n_img, k,
 
 
 def _check(settings: DecodeSettings, mask, prefixes, steer, hide, constraints) -> None:
-    if constraints is not None and (settings.strategy not in ("beam", "greedy") or len(constraints) != len(mask)):
+    if constraints is not None and (not settings.searches or len(constraints) != len(mask)):
         raise ValueError("constrained decoding is beam search (or greedy), one constraint list per image")
     if settings.strategy == "forced" and not prefixes:
         raise ValueError("forced decoding needs the caption to score")
@@ -235,7 +241,7 @@ def _propose(logp, scores, prefixes, t, settings, generator):
     w = single.clamp(min=0)
     singles = zip(base.tolist(), single.tolist(), total[base, w].tolist(), logp[base, w].tolist())
     searched = None
-    if settings.strategy in ("beam", "greedy"):
+    if settings.searches:
         best_total, best = total.view(n_img, k * vocab).topk(min(2 * k, k * vocab), dim=1)
         best_lp = logp.view(n_img, k * vocab).gather(1, best)
         rows, words = (best // vocab + base[:, None]).tolist(), (best % vocab).tolist()
