@@ -163,7 +163,8 @@ class ConstrainedSearch:
     def accepted(self, finished: list[list], live: list[list]) -> list[list]:
         """Per image, the captions to return: the finished ones meeting `need` constraints; else, of
         the finished ones and the live rows (`live`: per image, (unfinished Ending, row) at the
-        length limit), those meeting most, the finished first where they meet as many."""
+        length limit), those meeting most: the finished ones where any meets as many (decoding.py
+        ranks what is accepted ahead of the live rows it adds to fill the beams)."""
         out = []
         for i, ends in enumerate(finished):
             count = [bin(self.ends[(i, e.step, e.row)]).count("1") for e in ends]

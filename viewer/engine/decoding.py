@@ -117,6 +117,8 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     if (avoid is not None or settings.no_repeat) and constraints is None:
         constraints = [[] for _ in range(len(mask))]
     _check(settings, mask, prefixes, steer, hide, constraints)
+    if need is not None and need < 1:
+        raise ValueError(f"need {need}: at least one required word must be met (None: all of them)")
     start, end = vocab.start, vocab.end
     model.eval()
     search = None if constraints is None else ConstrainedSearch(constraints, settings.width, need, prefixes, avoid,
@@ -174,8 +176,9 @@ def _constrained(search: ConstrainedSearch, history, finished, scores, n_img, k,
     for i, hyps in enumerate(found):
         for h in hyps:
             h.required = search.required(i, h.tokens)
-        # rows added to fill the beam may meet fewer constraints: those meeting more come first
-        hyps.sort(key=lambda h: (-min(len(h.required), search.need[i]), -h.score))
+        # rows added to fill the beam may meet fewer constraints: those meeting more come first, else
+        # _collect's order stands (a stable sort)
+        hyps.sort(key=lambda h: -min(len(h.required), search.need[i]))
         del hyps[settings.width:]
     return found
 
@@ -255,21 +258,22 @@ def _propose(logp, scores, prefixes, t, settings, generator):
     return out
 
 
-def _collect(history, finished, scores, n_img, k, length_penalty, want: int | None = None) -> list[list[Hypothesis]]:
-    """Trace every finished (or, failing that, live) hypothesis back through its parents; `want`:
-    how many an image needs before live ones are added (default k, its rows)."""
+def _collect(history, chosen, scores, n_img, k, length_penalty, want: int | None = None) -> list[list[Hypothesis]]:
+    """Trace each image's chosen endings (its finished captions, or those constrained search
+    accepts) back through their parents and, while fewer than `want` (default k, its rows), live
+    rows to fill its beams, marked unfinished: the chosen first, then the fill, each best score
+    first, so a live row never outranks a finished caption however well it scores."""
     want = k if want is None else want
     stacked = {key: torch.stack([h[key] for h in history]).cpu() for key in ("attention", "top_ids", "top_lp")}
     for key in ("beta", "sample", "heads", "outside", "copy"):
         stacked[key] = torch.stack([h[key] for h in history]).cpu() if history[0][key] is not None else None
     results = []
-    for i in range(n_img):
-        ends = list(finished[i])
-        for live, _ in _live_ends(history, scores, i, k):   # too few beams ended: the live ones, marked unfinished
-            if len(ends) < want and live not in ends:        # (constrained search may have taken it already)
-                ends.append(live)
-        hyps = [_backtrack(history, stacked, e, length_penalty) for e in ends]
-        results.append(sorted(hyps, key=lambda h: -h.score))
+    for i in range(n_img):   # (constrained search may have chosen live rows already)
+        fill = [e for e, _ in _live_ends(history, scores, i, k) if e not in chosen[i]][:max(0, want - len(chosen[i]))]
+        hyps = []
+        for ends in (chosen[i], fill):
+            hyps += sorted((_backtrack(history, stacked, e, length_penalty) for e in ends), key=lambda h: -h.score)
+        results.append(hyps)
     return results
 
 
