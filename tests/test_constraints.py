@@ -319,7 +319,8 @@ def test_compare_shows_a_model_plain_ruled_out_and_guided_side_by_side(captioner
     studio = S.Studio(captioner)
     photo, settings = os.path.join(ASSETS, "coffee.jpg"), DecodeSettings(beam_size=2)   # a cup, no one
     ex = studio.explore(photo, "updown", settings)
-    traces, slider = ui.Handlers(studio, studio.models()).compare(ex, [], ui.GUIDANCE_MODE, "", "", None)
+    traces, slider, _ = ui.Handlers(studio, studio.models()).compare(ex, [], ui.GUIDANCE_MODE, "", "", None,
+                                                                     "Beam search", 2, 1.0, 0, 20)
     switches = [{}, {"rule_out": True}, {"rule_out": True, "name_detected": True}]
     assert [t.words for t in traces] == [studio.explore(photo, "updown", settings, **s).trace.words for s in switches]
     ruled_out = studio.explore(photo, "updown", settings, rule_out=True).avoid
@@ -330,7 +331,8 @@ def test_compare_shows_a_model_plain_ruled_out_and_guided_side_by_side(captioner
     assert slider.maximum == max(2, max(len(t.word_spans) for t in traces))
     sampled = studio.explore(photo, "updown", DecodeSettings(strategy="sample"))
     with pytest.raises(gr.Error, match="beam search or greedy"):
-        ui.Handlers(studio, studio.models()).compare(sampled, [], ui.GUIDANCE_MODE, "", "", None)
+        ui.Handlers(studio, studio.models()).compare(sampled, [], ui.GUIDANCE_MODE, "", "", None,
+                                                     "Sampling", 2, 1.0, 0, 20)
 
 
 def test_the_command_line_guided_by_the_detector_never_says_a_person_it_does_not_see(tiny_checkpoints, capsys):

@@ -31,44 +31,34 @@ from ..engine.vocab import tokenize
 from ..engine.images import AttendsTo, cell_boxes, grid_side
 from ..engine.trace import entropy
 from ..engine.vision.boxes import CONTEXT, Regions
+from .chair import CLASS_OF, mentions, singularize, word_classes
 
 RASTER = 112   # side of the raster that box unions are drawn on
 TOLERANCE_PX = 15   # TorchRay's pointing game: a peak within 15 px of the object's box is a hit
 PROXY_BOXES = "proxy boxes: the COCO SSD detector's boxes of the named class on the same photo"
 
-# caption word -> COCO class; plural forms are handled by `word_class`. Sports words that are mostly
-# adjectives ("soccer player", "football game") are left out: the ball is named by "ball".
-SYNONYMS = {
-    "man": "person", "men": "person", "woman": "person", "women": "person", "boy": "person", "girl": "person",
-    "people": "person", "person": "person", "child": "person", "children": "person", "kid": "person",
-    "baby": "person", "lady": "person", "guy": "person", "player": "person", "skier": "person",
-    "surfer": "person", "biker": "person", "rider": "person", "climber": "person", "crowd": "person",
-    "toddler": "person", "dog": "dog", "puppy": "dog", "cat": "cat", "kitten": "cat", "kitty": "cat",
-    "bike": "bicycle", "bicycle": "bicycle", "motorcycle": "motorcycle", "motorbike": "motorcycle",
-    "car": "car", "truck": "truck", "bus": "bus", "train": "train", "boat": "boat", "horse": "horse",
-    "bird": "bird", "sheep": "sheep", "cow": "cow", "elephant": "elephant", "bear": "bear", "zebra": "zebra",
-    "giraffe": "giraffe", "ball": "sports ball",
-    "frisbee": "frisbee", "kite": "kite", "skateboard": "skateboard", "surfboard": "surfboard",
-    "umbrella": "umbrella", "bench": "bench", "chair": "chair", "couch": "couch", "sofa": "couch",
-    "bed": "bed", "table": "dining table", "cup": "cup", "mug": "cup", "bottle": "bottle", "bowl": "bowl",
-    "pizza": "pizza", "cake": "cake", "laptop": "laptop", "computer": "laptop", "tv": "tv",
-    "television": "tv", "phone": "cell phone", "book": "book", "clock": "clock", "vase": "vase",
-    "backpack": "backpack", "handbag": "handbag", "purse": "handbag", "suitcase": "suitcase",
-    "airplane": "airplane", "plane": "airplane", "skis": "skis", "snowboard": "snowboard", "tie": "tie",
-}
-
-
 def word_forms(word: str) -> list[str]:
     """A caption word, lower case and without a possessive ("man's" -> 'man', "dogs'" -> 'dogs'), then
-    its singular guesses ('dogs' -> 'dog', 'boxes' -> 'box', 'puppies' -> 'puppy')."""
+    its singular ('dogs' -> 'dog', 'benches' -> 'bench', 'puppies' -> 'puppy')."""
     w = re.sub(r"['’]s?$", "", word.lower())
-    return [c for c in (w, w[:-1] if w.endswith("s") else None, w[:-2] if w.endswith("es") else None,
-                        w[:-3] + "y" if w.endswith("ies") else None) if c]
+    return list(dict.fromkeys((w, singularize(w))))
 
 
 def word_class(word: str) -> str | None:
-    """The COCO class a caption word names, if any ('dogs' -> 'dog', 'puppy' -> 'dog')."""
-    return next((SYNONYMS[c] for c in word_forms(word) if c in SYNONYMS), None)
+    """The COCO class a caption word names by CHAIR's published synonym list (chair.py: 'dogs' ->
+    'dog', 'poodle' -> 'dog'), read alone; `chair.word_classes` reads a caption's words in context
+    ("hot dog" is no dog), and every caption-level count uses it."""
+    return next((CLASS_OF[c] for c in word_forms(word) if c in CLASS_OF), None)
+
+
+def step_classes(words: list[str]) -> list[str | None]:
+    """Per step of a caption (its word's text at the word's first step, "" after it), the COCO
+    class the word names in context (`chair.word_classes`: "dog" of "hot dog" names none)."""
+    said = [t for t, w in enumerate(words) if w]
+    out: list[str | None] = [None] * len(words)
+    for t, cls in zip(said, word_classes([words[t] for t in said])):
+        out[t] = cls
+    return out
 
 
 def union_mask(boxes: np.ndarray, size: int) -> np.ndarray:
@@ -137,8 +127,7 @@ def ground_words(words: list[str], attention: np.ndarray, units: np.ndarray, reg
     labels = np.array(regions.labels)
     top = top_detection(regions)
     out = []
-    for t, word in enumerate(words):
-        cls = word_class(word)
+    for t, (word, cls) in enumerate(zip(words, step_classes(words))):
         if cls is None:
             continue
         boxes = regions.boxes[labels == cls]
@@ -209,7 +198,7 @@ def named_classes(references: list[str], min_refs: int = 2) -> set[str]:
     """The COCO classes that at least `min_refs` of a photo's reference captions name."""
     counts: dict[str, int] = {}
     for ref in references:
-        for cls in {word_class(w) for w in tokenize(ref)} - {None}:
+        for cls in {m.coco_class for m in mentions(tokenize(ref))}:
             counts[cls] = counts.get(cls, 0) + 1
     return {c for c, n in counts.items() if n >= min_refs}
 

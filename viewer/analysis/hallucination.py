@@ -1,12 +1,12 @@
 """Does a caption name what the photo holds? Object hallucination (CHAIR, Rohrbach et al., EMNLP
 2018) and object recall, reported beside BLEU.
 
-Caption words map to COCO classes through `grounding.SYNONYMS` (`word_class`: plurals and
-synonyms, "puppy" -> dog). Without COCO's instance labels, the photo's reference captions stand in
+Caption words map to COCO classes as Rohrbach et al. publish it (`chair.py`: their synonym list,
+two-word objects and rules). Without COCO's instance labels, the photo's reference captions stand in
 for what is there, as Rohrbach et al. allow: a class is *there* when at least one reference names
-it. Per caption, each class it names counts once.
-- CHAIR_i: the classes captions name that are not there / all the classes they name.
-- CHAIR_s: the captions that name at least one class not there / all captions.
+it.
+- CHAIR_i: the object mentions not there / all object mentions (each mention counts, as theirs).
+- CHAIR_s: the captions that name at least one object not there / all captions.
 - Object recall: of the classes at least `MOST` references name (what most people saw), the share
   the caption names.
 Every figure has its image-level bootstrap 95% interval.
@@ -16,25 +16,32 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.vocab import tokenize
-from .grounding import bootstrap_ci, named_classes, word_class
+from .chair import mentions
+from .grounding import bootstrap_ci, named_classes, step_classes, word_class
 
 MOST = 2   # references that must name a class for recall to expect it (of Flickr8k's five)
 GROUND_TRUTH = ("the photo's reference captions: a class is there when a reference names it (no instance labels; "
                 "Rohrbach et al.'s caption ground truth); recall expects the classes at least "
-                f"{MOST} references name; words map to COCO classes through grounding.SYNONYMS")
+                f"{MOST} references name; words map to COCO classes by Rohrbach et al.'s synonym list and rules "
+                "(analysis/chair.py); CHAIR_i counts every mention")
+
+
+def mentioned(caption: str) -> list[str]:
+    """The COCO class of every object a caption mentions, in order (a class said twice, twice)."""
+    return [m.coco_class for m in mentions(tokenize(caption))]
 
 
 def named(caption: str) -> set[str]:
     """The COCO classes a caption names."""
-    return {word_class(w) for w in tokenize(caption)} - {None}
+    return set(mentioned(caption))
 
 
 def caption_objects(caption: str, references: list[str]) -> dict:
-    """One caption against its photo's references: what it names, what of that is not there, and
-    what most references name that it does not."""
-    said, there, expected = named(caption), set().union(*map(named, references)), named_classes(references, MOST)
-    return {"named": sorted(said), "hallucinated": sorted(said - there), "expected": sorted(expected),
-            "recalled": sorted(said & expected)}
+    """One caption against its photo's references: what it mentions, the mentions of what is not
+    there, and what most references name that it does not."""
+    said, there, expected = mentioned(caption), set().union(*map(named, references)), named_classes(references, MOST)
+    return {"named": said, "hallucinated": [c for c in said if c not in there], "expected": sorted(expected),
+            "recalled": sorted(set(said) & expected)}
 
 
 def hallucination_block(captions: dict[str, str], references: dict[str, list[str]]) -> dict:
@@ -42,16 +49,16 @@ def hallucination_block(captions: dict[str, str], references: dict[str, list[str
     the photos whose captions name something not there."""
     rows = {photo: caption_objects(caption, references[photo]) for photo, caption in captions.items()}
     photos = list(rows)
-    mentions = [(i, float(c in rows[p]["hallucinated"])) for i, p in enumerate(photos) for c in rows[p]["named"]]
+    said = [(i, float(c in rows[p]["hallucinated"])) for i, p in enumerate(photos) for c in rows[p]["named"]]
     sentences = [(i, float(bool(rows[p]["hallucinated"]))) for i, p in enumerate(photos)]
     recall = [(i, float(c in rows[p]["recalled"])) for i, p in enumerate(photos) for c in rows[p]["expected"]]
 
     def figure(pairs):
         values = [v for _, v in pairs]
         return (round(sum(values) / len(values), 4) if values else None), bootstrap_ci(values, [i for i, _ in pairs])
-    out = {"ground_truth": GROUND_TRUTH, "captions": len(photos), "object_mentions": len(mentions),
+    out = {"ground_truth": GROUND_TRUTH, "captions": len(photos), "object_mentions": len(said),
            "expected_objects": len(recall)}
-    for name, pairs in (("chair_i", mentions), ("chair_s", sentences), ("object_recall", recall)):
+    for name, pairs in (("chair_i", said), ("chair_s", sentences), ("object_recall", recall)):
         out[name], out[name + "_ci"] = figure(pairs)
     out["hallucinated"] = {p: r["hallucinated"] for p, r in rows.items() if r["hallucinated"]}
     return out
@@ -108,10 +115,9 @@ def unsupported_words(caption, references: list[str], dependence=None) -> list[d
     """The object words of a `grounding.Caption` that nothing supports (the detector did not find
     their class and no reference names it), each with `why_unsupported`'s cause; `dependence`: each
     step's visual dependence, when measured (else never "said from the words before it")."""
-    there = named(" ".join(references))
+    there = set().union(*map(named, references))
     out = []
-    for t, word in enumerate(caption.words):
-        cls = word_class(word) if word and word != "<end>" else None
+    for t, (word, cls) in enumerate(zip(caption.words, step_classes(caption.words))):
         if cls is not None and cls not in caption.regions.labels and cls not in there:
             seen = None if dependence is None else float(dependence[t])
             out.append({"word": word, "step": t,

@@ -56,10 +56,12 @@ class SteerResult:
 
 
 def steer(captioner, photo, model: str, trace: AttentionTrace, step: int, attention: np.ndarray,
-          settings: DecodeSettings | None = None) -> SteerResult:
+          settings: DecodeSettings | None = None, **search) -> SteerResult:
     """Make the model attend `attention` at `step` of `trace` (decoded with `settings`) and decode
     on from there; the words before `step` stay as they were. A forced trace stays forced: only its
-    probabilities change. p(word) under the map comes from forcing the original words."""
+    probabilities change. p(word) under the map comes from forcing the original words. `search`:
+    what the trace's own decode was held to (`constraints`, `need`, `avoid` of `Captioner.caption`),
+    kept for the continuation."""
     settings = settings or DecodeSettings()
     if not 0 <= step < len(trace.steps):
         raise ValueError(f"cannot steer word {step + 1}: the caption has {len(trace.steps)} (counting <end>)")
@@ -67,7 +69,7 @@ def steer(captioner, photo, model: str, trace: AttentionTrace, step: int, attent
     at = (step, [attention])
     forced = captioner.caption([photo], model, replace(settings, strategy="forced"), [words], steer=at)[0][0]
     fresh = forced if settings.strategy == "forced" else \
-        captioner.caption([photo], model, settings, [words[:step]], steer=at)[0][0]
+        captioner.caption([photo], model, settings, [words[:step]], steer=at, **search)[0][0]
     own = trace.steps[step]
     return SteerResult(step, trace.word_at(step).text, fresh.steps[step].attention, own.alternatives, fresh.steps[step].alternatives,
                        float(np.exp(own.logprob)), float(np.exp(forced.steps[step].logprob)), fresh)

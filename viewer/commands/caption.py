@@ -104,20 +104,23 @@ def open_worker(opts: dict):
         photo = load_photo(item["id"])
         photo.name = item["id"]
         force = opts["decode"]["force"]
+        search, note = {}, ""
         if force is not None:
             trace = captioner.force([photo], model, [force], seed=opts["decode"]["seed"])[0]
         else:
-            required, avoid = required_words(captioner, model, photo, opts)
-            trace = captioner.caption([photo], model, guided_settings(settings) if avoid else settings,
-                                      constraints=required and [required],
-                                      need=opts["need"], avoid=avoid and [avoid])[0][0]
-        rec = {"index": item["index"], "id": item["id"], "caption": trace.caption,
+            required, avoid, note = required_words(captioner, model, photo, opts)
+            search = {"constraints": required and [required], "need": opts["need"], "avoid": avoid and [avoid]}
+            trace = captioner.caption([photo], model, guided_settings(settings) if avoid else settings, **search)[0][0]
+            trace.guidance = note or None
+        rec = {"index": item["index"], "id": item["id"], "caption": trace.caption, "guidance": note,
                "logprob": round(sum(s.logprob for s in trace.steps), 4)}
         shown = trace
         if steering is not None:
             unit, where = steer_unit(trace, steering[1])
-            result = steer(captioner, photo, model, trace, steering[0], steer_map(trace, unit), settings)
+            result = steer(captioner, photo, model, trace, steering[0], steer_map(trace, unit),
+                           guided_settings(settings) if search.get("avoid") else settings, **search)
             shown = result.trace
+            shown.guidance = trace.guidance
             rec["steered"] = {"step": result.step + 1, "where": where, "word": result.word,
                               "prob_before": result.prob_before, "prob_after": result.prob_after,
                               "caption": result.caption}
@@ -136,20 +139,30 @@ def open_worker(opts: dict):
 
 def required_words(captioner, model: str, photo, opts: dict):
     """What one photo's caption must and must not say: the user's words and, with --guide, the
-    detector's classes the model can say (None: none), and the words of what it does not see
-    (analysis/guide.py; None: no --guide)."""
-    from ..analysis.guide import guidance, user_words
-    must, unseen = guidance(captioner.model(model).vocab, captioner.vision.detector.detect(photo.rgb)) \
-        if opts["guide"] else ([], None)
-    found = (user_words(opts["include"]) if opts["include"] else []) + must
-    return found or None, unseen
+    detector's classes the model can say (None: none); the words of what it does not see
+    (analysis/guide.py; None: no --guide), less the classes of the user's words (the user's word
+    wins); and the line saying so (empty when they agree)."""
+    from ..analysis.guide import guidance, overruled_note, user_wins, user_words
+    asked = user_words(opts["include"]) if opts["include"] else []
+    if not opts["guide"]:
+        return asked or None, None, ""
+    must, unseen = guidance(captioner.model(model).vocab, captioner.vision.detector.detect(photo.rgb))
+    unseen, overruled = user_wins(unseen, asked)
+    return (asked + must) or None, unseen, overruled_note(overruled)
 
 
 def guide(source: str | None) -> dict | None:
     """--guide as the records' fingerprint names it: the source and the constants that choose its words."""
-    from ..analysis.guide import MOST, NO_REPEAT, RULE_OUT, THRESHOLD
+    from ..analysis.guide import CLASS_WORDS, MORE_WORDS, MOST, NO_REPEAT, RULE_OUT, THRESHOLD
     return None if source is None else {"source": source, "threshold": THRESHOLD, "most": MOST, "rule_out": list(RULE_OUT),
-                                        "no_repeat": NO_REPEAT}
+                                        "no_repeat": NO_REPEAT, "words": words_digest(CLASS_WORDS, MORE_WORDS)}
+
+
+def words_digest(*tables) -> str:
+    """A short digest of the word lists that decide what guidance requires and rules out: records
+    made under other lists are refused, not mixed."""
+    import hashlib
+    return hashlib.sha256(json.dumps(tables, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def photo_paths(images: list[str]) -> list[str]:
@@ -177,6 +190,10 @@ def job(args):
                                             "length_penalty")}
     if (args.include or args.guide) and (args.sample or args.force is not None):
         raise ValueError("--include and --guide constrain beam search (or --greedy): not with --sample or --force")
+    if args.need is not None and not (args.include or args.guide):
+        raise ValueError("--need counts the words --include or --guide require: give one of them")
+    if args.need is not None and args.need < 1:
+        raise ValueError(f"--need {args.need}: at least 1 of the required words must appear (leave it out for all)")
     if args.include:
         from ..analysis.guide import user_words
         user_words(args.include)   # a bad list fails here, before any photo
@@ -217,6 +234,8 @@ def run(args) -> int:
         else:
             score = f"  (log p = {r['logprob']:.2f})" if args.force is not None else ""
             print(f"{r['id']}: {r['caption']}{score}")
+            if r.get("guidance"):
+                print(f"  {r['guidance']}")
             if "steered" in r:
                 s = r["steered"]
                 print(f"steered word {s['step']} to {s['where']}: p({s['word']}) {s['prob_before']:.1%} -> "

@@ -63,6 +63,7 @@ class AttentionTrace:
     pieces: list[str] | None = None          # ... and each step's share of it (" cup", "cake": one word, two steps)
     word_spans: list[Word] | None = None     # the word layer (words.py); default: every step is a word
     question: str | None = None              # a question answering model's prompt: the trace is its answer
+    guidance: str | None = None              # where the user's words and the detector's guidance disagreed: who won
 
     def __post_init__(self):
         self.attends_to = AttendsTo(self.attends_to)   # refuses anything but "grid" / "regions"
@@ -161,6 +162,8 @@ class AttentionTrace:
             out["subword"] = True
         if self.question is not None:
             out["question"] = self.question
+        if self.guidance:
+            out["guidance"] = self.guidance
         if self.steps and self.steps[0].heads is not None:   # which map "grid" is, of every layer's and head's
             out["grid_is"] = HEADS_SUMMARY + (HEADS_OUTSIDE if self.steps[0].outside is not None else "")
         return out
@@ -193,7 +196,7 @@ class AttentionTrace:
         return cls(obj["model"], obj.get("attends_to", AttendsTo.GRID if boxes is None else AttendsTo.REGIONS), steps,
                    obj["width"], obj["height"], obj.get("image", ""), obj.get("score", 0.0),
                    obj.get("finished", True), boxes, labels, scores, obj["caption"] if obj.get("subword") else None,
-                   pieces, words, obj.get("question"))
+                   pieces, words, obj.get("question"), obj.get("guidance"))
 
 
 def _padded(ids: list[int], alternatives: list) -> list[int | None]:
