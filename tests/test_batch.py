@@ -291,3 +291,23 @@ def test_a_photo_that_always_fails_is_an_error_record_not_a_crashed_run(ray_sess
     deaths = open(tmp_path / "calls-ray.txt").read().split().count("3")
     actors = 2   # the one Ray Data worker, then the one actor the photos left run on alone (--workers 1)
     assert open(loads).read().split().count("load") <= actors + deaths
+
+
+def test_a_second_run_into_one_folder_is_refused_while_the_first_lives_and_takes_over_a_dead_ones_lock(tmp_path):
+    from viewer.batch.records import file_name
+    out, calls = str(tmp_path / "out"), str(tmp_path / "calls.txt")
+    os.makedirs(out)
+    lock = os.path.join(out, file_name(None) + ".lock")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])   # the first run, still going
+    try:
+        with open(lock, "w") as f:
+            f.write(str(other.pid))
+        with pytest.raises(ValueError, match=f"another run \\(process {other.pid}\\) is writing"):
+            run(toy_job(calls), out)
+        assert not os.path.exists(calls)   # nothing computed twice
+    finally:
+        other.kill()
+        other.wait()
+    records = run(toy_job(calls), out)   # its process is gone: the lock is taken over
+    assert [r["value"] for r in records] == [2 * i for i in range(6)]
+    assert not os.path.exists(lock) and os.listdir(out) == [file_name(None)]   # released, and no other file left

@@ -105,3 +105,56 @@ def test_evaluate_records_that_it_looked_at_the_report_half(tiny_checkpoints, ti
     result = json.loads(out)
     assert result["split"] == "dev-report" and result["images"] == 1
     assert result["looked_at_report_half"] is True and result["report_half_photos"] == 1
+
+
+def test_models_lists_every_captioner_on_dev_report_named_in_the_header():
+    """The shipped models, each row's figures from dev-report (updown-copy's metadata scored another
+    split: its committed dev-report evaluation stands in)."""
+    code, out, err = run("models")
+    assert code == 0, err
+    lines = out.splitlines()
+    title = next(i for i, line in enumerate(lines) if line.startswith("Captioning"))
+    assert lines[title] == "Captioning, every figure on dev-report:"
+    head, table = lines[title + 1].split(), lines[title + 2:]
+    rows = {line.split()[0]: line.split() for line in table[:next(i for i, line in enumerate(table)
+                                                                   if line.startswith("Grounding"))]}
+    assert set(rows) == set(os.listdir(os.path.join(ROOT, "reports", "eval")))   # every shipped captioner
+    for name, row in rows.items():
+        report = json.load(open(os.path.join(ROOT, "reports", "eval", name, "report.json")))
+        assert report["split"] == "dev-report" and float(row[head.index("BLEU-4")]) == report["BLEU-4"], name
+
+
+def _questions_file(path, splits: dict, root: str) -> str:
+    from viewer.data import questions as qa
+    qa.write(str(path), {name: [qa.Question(os.path.join(root, photo), "object", "what is on the table?", "cup", 2)
+                                for photo in photos] for name, photos in splits.items()}, root)
+    return str(path)
+
+
+def test_evaluate_questions_without_a_train_split_is_one_line(tiny_data, tmp_path):
+    questions = _questions_file(tmp_path / "q.json", {"dev-report": ["images/coffee.jpg"]}, tiny_data)
+    code, out, err = run("evaluate", "--model", "vqa-regions", "--data", tiny_data, "--questions", questions,
+                         "--split", "dev-report")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err + out
+    assert err.startswith(f"error: {questions} has no split 'train'")
+
+
+def test_evaluate_questions_that_answers_nothing_fails_in_one_line(tiny_checkpoints, tiny_data, cache_dir, tmp_path):
+    questions = _questions_file(tmp_path / "q.json", {"train": ["images/coffee.jpg"], "dev-report": ["images/gone.jpg"]},
+                                tiny_data)
+    code, out, err = run("--checkpoints", tiny_checkpoints, "evaluate", "--model", "vqa-regions", "--data", tiny_data,
+                         "--questions", questions, "--split", "dev-report", "--cache", cache_dir)
+    assert code == 2 and "Traceback" not in err + out and "None" not in out
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: no question was answered: all 1 photos failed, the first ") and "gone.jpg" in last
+
+
+def test_ask_refuses_a_question_of_no_known_word_and_an_unknown_blind_model(tiny_checkpoints):
+    photo = os.path.join(ASSETS, "coffee.jpg")
+    code, out, err = run("--checkpoints", tiny_checkpoints, "ask", photo, "zorblax quux?", "--model", "vqa-regions")
+    assert code == 2 and err.count("\n") == 1 and not out and "Traceback" not in err
+    assert err.startswith("error: vqa-regions knows none of the words of 'zorblax quux?' (unknown: zorblax, quux)")
+    code, out, err = run("--checkpoints", tiny_checkpoints, "ask", photo, "what colour is the cup?", "--blind", "nosuch")
+    assert code == 2 and err.count("\n") == 1 and not out and err.startswith("error: --blind: no model named 'nosuch'")
+    code, out, err = run("--checkpoints", tiny_checkpoints, "ask", photo, "what colour is the cup?", "--blind", "updown")
+    assert code == 2 and err.startswith("error: --blind: updown captions")

@@ -280,3 +280,27 @@ def test_a_run_resumes_only_with_the_classes_it_held_out(tiny_data, cache_dir, t
         train(cfg, log=lambda *a: None)
     cfg.hold_out = ("dog",)
     train(cfg, log=lambda *a: None)   # the same classes: it goes on
+
+
+def test_feature_cache_keeps_photos_that_share_a_name_apart(tmp_path):
+    """Two photos both called photo.jpg, in two folders: each gets its own features (the cache is keyed
+    by the file's bytes; a stand-in encoder gives each photo its mean pixel)."""
+    import shutil
+    from types import SimpleNamespace
+
+    import torch
+    from conftest import ASSETS
+    from viewer.engine.vision import ImageFeatures, Regions
+    paths = []
+    for folder, source in (("a", "coffee.jpg"), ("b", "rocket.jpg")):
+        os.makedirs(tmp_path / folder)
+        shutil.copy(os.path.join(ASSETS, source), tmp_path / folder / "photo.jpg")
+        paths.append(str(tmp_path / folder / "photo.jpg"))
+    empty = Regions(np.zeros((0, 4), np.float32), [], np.zeros(0, np.float32))
+    vision = SimpleNamespace(extract=lambda photos: [
+        ImageFeatures(torch.full((1, 4), float(p.rgb.mean())), empty) for p in photos])
+    cache = FeatureCache(str(tmp_path / "cache"))
+    cache.build(paths, vision, log=lambda *a: None)
+    assert cache.missing(paths) == []
+    a, b = (cache.load(p).grid for p in paths)
+    assert not torch.equal(a, b)

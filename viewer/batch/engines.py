@@ -13,7 +13,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable
 
-from .records import FORMAT, RecordFile, digest, file_name, read_dir
+from .records import FORMAT, RecordFile, digest, file_name, locked, read_dir
 
 RETRIES = 2   # a Ray task whose worker died runs again this many times, on a restarted actor
 
@@ -200,30 +200,32 @@ def run(job: Job, out: str | None = None, engine: str = "local", shard: tuple[in
     records of those items, written ones included."""
     if engine not in ENGINES:
         raise ValueError(f"--engine {engine!r}: choose from {', '.join(ENGINES)}")
-    store = RecordFile(out and os.path.join(out, file_name(shard)), job.fingerprint, job.ids)
-    if out:   # every shard's records in the folder count as done
-        for rec in read_dir(out, job.fingerprint)[2].values():
-            store.done.setdefault(rec["index"], rec)
-    for i, rec in list(store.done.items()):   # a record is reused only for the item it is about
-        if i >= len(job.items) or rec["id"] != job.items[i]["id"]:
-            del store.done[i]
-    mine = job.chunks(shard)
-    indices = [item["index"] for c in mine for item in c]
-    todo = [c for c in mine if any(store.todo(item["index"]) for item in c)]
-    retried = sum(i in store.done and store.todo(i) for i in indices)
-    start = time.perf_counter()
-    if log and out:
-        log(f"{job.command}: {sum(not store.todo(i) for i in indices)} of {len(indices)} photos already in "
-            f"{store.path}" + (f"; {retried} that failed before are tried again" if retried else ""))
-    for recs in ENGINES[engine](job, todo, workers=workers, gpus=gpus_per_worker, cpus=cpus_per_worker, log=log):
-        store.add(recs)
-        if log:
-            for r in recs:
-                if "error" in r:
-                    log(f"{r['id']}: {r['error']}")
-            log(f"{job.command}: {sum(not store.todo(i) for i in indices)}/{len(indices)} photos, "
-                f"{time.perf_counter() - start:.0f} s")
-    return store.sorted(indices)
+    path = out and os.path.join(out, file_name(shard))
+    with locked(path):   # one run at a time writes a records file
+        store = RecordFile(path, job.fingerprint, job.ids)
+        if out:   # every shard's records in the folder count as done
+            for rec in read_dir(out, job.fingerprint)[2].values():
+                store.done.setdefault(rec["index"], rec)
+        for i, rec in list(store.done.items()):   # a record is reused only for the item it is about
+            if i >= len(job.items) or rec["id"] != job.items[i]["id"]:
+                del store.done[i]
+        mine = job.chunks(shard)
+        indices = [item["index"] for c in mine for item in c]
+        todo = [c for c in mine if any(store.todo(item["index"]) for item in c)]
+        retried = sum(i in store.done and store.todo(i) for i in indices)
+        start = time.perf_counter()
+        if log and out:
+            log(f"{job.command}: {sum(not store.todo(i) for i in indices)} of {len(indices)} photos already in "
+                f"{store.path}" + (f"; {retried} that failed before are tried again" if retried else ""))
+        for recs in ENGINES[engine](job, todo, workers=workers, gpus=gpus_per_worker, cpus=cpus_per_worker, log=log):
+            store.add(recs)
+            if log:
+                for r in recs:
+                    if "error" in r:
+                        log(f"{r['id']}: {r['error']}")
+                log(f"{job.command}: {sum(not store.todo(i) for i in indices)}/{len(indices)} photos, "
+                    f"{time.perf_counter() - start:.0f} s")
+        return store.sorted(indices)
 
 
 def failures(records: list[dict]) -> str:

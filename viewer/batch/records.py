@@ -9,10 +9,12 @@ record that lost only its newline is kept, so nothing is lost, counted twice or 
 
 The fingerprint names everything a record depends on: the command, its settings, the items (their
 count and digest), the weights, the data and this code's record format. A file made under another
-fingerprint is refused with one line that names what changed.
+fingerprint is refused with one line that names what changed. While a run writes a file, FILE.lock
+names its process, so a second run into the same folder is refused instead of computing it all again.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
@@ -134,6 +136,59 @@ def read_dirs(folders: list[str]) -> tuple[dict, list[str] | None, list[dict]]:
     if fingerprint is None:
         raise ValueError(f"no records in {', '.join(folders)} (a run with --out DIR writes them)")
     return fingerprint, ids, [found[i] for i in sorted(found)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)   # signal 0: only asks whether it exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # another user's live process
+        pass
+    return True
+
+
+def _owner(lock: str) -> int | None:
+    """The process id a lock file names (None: gone, or not a lock this viewer wrote)."""
+    try:
+        with open(lock, encoding="utf-8") as f:
+            pid = int(f.read())
+    except (OSError, ValueError):
+        return None
+    return pid if pid > 0 else None   # 0 and below name process groups, never one run
+
+
+@contextlib.contextmanager
+def locked(path: str | None):
+    """Hold `path` + ".lock" (naming this process) while a run writes `path`: a second run into the
+    same folder would compute every record again beside the first, so it is refused, naming the
+    process; a lock whose process is gone (a killed run) is taken over. `path` None: nothing to lock."""
+    if path is None:
+        yield
+        return
+    lock = path + ".lock"
+    os.makedirs(os.path.dirname(os.path.abspath(lock)), exist_ok=True)
+    mine = f"{lock}.{os.getpid()}"
+    with open(mine, "w", encoding="utf-8") as f:
+        f.write(str(os.getpid()))
+    try:
+        while True:
+            try:
+                os.link(mine, lock)   # atomic, and the lock names its process from its first moment
+                break
+            except FileExistsError:
+                owner = _owner(lock)
+                if owner is not None and _alive(owner):
+                    raise ValueError(f"another run (process {owner}) is writing {path}: wait for it to end, "
+                                     "or write elsewhere") from None
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(lock)   # stale: its process is gone
+    finally:
+        os.remove(mine)
+    try:
+        yield
+    finally:
+        os.remove(lock)
 
 
 class RecordFile:

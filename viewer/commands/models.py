@@ -27,6 +27,24 @@ MODEL_COLUMNS = [   # (heading, where in the dev metrics); grounding and faithfu
 ]
 
 
+SPLIT = "dev-report"   # the one split every row's figures are on
+
+
+def scores(name: str, path: str, meta: dict) -> dict | None:
+    """A captioner's figures on SPLIT: its metadata's when it was scored there, else a shipped model's
+    committed evaluation (reports/eval/NAME, `make naming`); None when neither, never another split's."""
+    from ..analysis.tables import EVALUATIONS
+    from ..paths import CHECKPOINT_DIR
+    if (meta.get("dev_settings") or {}).get("split") == SPLIT:
+        return meta.get("dev_metrics", {})
+    report = os.path.join(EVALUATIONS, name, "report.json")
+    if os.path.dirname(path) != CHECKPOINT_DIR or not os.path.isfile(report):
+        return None
+    with open(report, encoding="utf-8") as f:
+        found = json.load(f)
+    return found if found.get("split") == SPLIT else None
+
+
 def _dig(d: dict, keys: tuple):
     for k in keys:
         d = d.get(k) if isinstance(d, dict) else None
@@ -39,7 +57,7 @@ def run(args) -> int:
     if not found:
         print(f"no checkpoints in {args.checkpoints or ', '.join(checkpoints.MODEL_DIRS)}")
         return 0
-    rows, answerers = [], []
+    rows, answerers, unscored = [], [], []
     for name, path in found.items():
         try:
             meta = checkpoints.read_meta(path)
@@ -58,10 +76,11 @@ def run(args) -> int:
             answerers.append(f"{name} ({meta['model_type']}): " + (", ".join(f"{k} {100 * v:.1f}%" for k, v in acc.items())
                                                                     or "not scored here"))
             continue
-        cells = [_dig(dev, keys) for _, keys in MODEL_COLUMNS]
-        split = (meta.get("dev_settings") or {}).get("split", "dev")
-        rows.append([name, meta["model_type"], str(size), split]
-                    + ["-" if c is None else f"{c:g}" for c in cells])
+        figures = scores(name, path, meta)
+        if figures is None:
+            unscored.append(name)
+        cells = [_dig(figures or {}, keys) for _, keys in MODEL_COLUMNS]
+        rows.append([name, meta["model_type"], str(size)] + ["-" if c is None else f"{c:g}" for c in cells])
     if args.json or not (rows or answerers):
         return 0
     if answerers:
@@ -69,11 +88,13 @@ def run(args) -> int:
               + "\n  ".join(answerers) + "\n")
     if not rows:
         return 0
-    head = ["name", "type", "vocab", "scored on"] + [h for h, _ in MODEL_COLUMNS]
+    head = ["name", "type", "vocab"] + [h for h, _ in MODEL_COLUMNS]
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
-    print("  ".join(h.ljust(w) if i < 4 else h.rjust(w) for i, (h, w) in enumerate(zip(head, widths))))
+    print(f"Captioning, every figure on {SPLIT}" + (f" ({', '.join(unscored)}: not scored on it)" if unscored else "")
+          + ":")
+    print("  ".join(h.ljust(w) if i < 3 else h.rjust(w) for i, (h, w) in enumerate(zip(head, widths))))
     for r in rows:
-        print("  ".join(c.ljust(w) if i < 4 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        print("  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
     print("Grounding on the references forced through each model, the detector's boxes of the named class as proxies;\n"
           "beside each figure its baselines on the same words: 'centre' always points at the photo's centre, 'top det.'\n"
           "at the highest-scoring detection whatever its label, 'uniform' spreads attention evenly over the model's\n"

@@ -1,6 +1,7 @@
 """On-disk feature cache: grid features and detector regions computed once per image.
 
-Files live under `<root>/<SPEC_KEY>/`, one `.npz` per image (no pickles), written atomically, so an
+Files live under `<root>/<SPEC_KEY>/`, one `.npz` per image content (named by a digest of the file's
+bytes, so photos that share a name never share features; no pickles), written atomically, so an
 interrupted build continues where it stopped and a change of encoder, detector or preprocessing
 (a new SPEC_KEY) starts a fresh folder instead of mixing features.
 """
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from ..batch.records import file_digest
 from ..engine.images import ImageError, load_photo
 from ..paths import CACHE_DIR
 from ..engine.vision import SPEC, SPEC_KEY, ImageFeatures, Regions
@@ -26,6 +28,7 @@ DEFAULT_ROOT = os.environ.get("VIEWER_CACHE", CACHE_DIR)
 class FeatureCache:
     def __init__(self, root: str | None = None):
         self.dir = os.path.abspath(os.path.join(root or DEFAULT_ROOT, SPEC_KEY))
+        self._digests: dict[tuple, str] = {}   # (path, size, mtime) -> its bytes' digest: each file read once
         os.makedirs(self.dir, exist_ok=True)
         spec_file = os.path.join(self.dir, "spec.json")
         if not os.path.exists(spec_file):
@@ -33,10 +36,22 @@ class FeatureCache:
                 json.dump(SPEC.to_json(), f, indent=1)
 
     def path(self, image_path: str) -> str:
-        return os.path.join(self.dir, os.path.basename(image_path) + ".npz")
+        """Where a photo's features are: named by a digest of its file's bytes, not its name, so two
+        photos called 1.jpg in two folders never share features (OSError: no such photo)."""
+        st = os.stat(image_path)
+        key = (os.path.abspath(image_path), st.st_size, st.st_mtime_ns)
+        if key not in self._digests:
+            self._digests[key] = file_digest(image_path)
+        return os.path.join(self.dir, self._digests[key] + ".npz")
 
     def missing(self, image_paths: list[str]) -> list[str]:
-        return [p for p in image_paths if not os.path.exists(self.path(p))]
+        """The photos without features here (an unreadable one too: `build` says why it skips it)."""
+        def cached(p: str) -> bool:
+            try:
+                return os.path.exists(self.path(p))
+            except OSError:
+                return False
+        return [p for p in image_paths if not cached(p)]
 
     def build(self, image_paths: list[str], vision, batch_size: int = 16, log=None) -> None:
         """Compute and store features for every image not cached yet (progress bar with ETA)."""

@@ -15,7 +15,7 @@ Four question types, each with a one-word answer:
 - location: "a dog runs on the beach" -> "where does the dog run?" (beach): `PLACES` nouns only.
 A question is kept when at least `SUPPORT` of the photo's captions support its answer (they name the
 answer, and for colour and number the noun asked about too), and refused when one photo's captions
-give the same question two answers. Then, per type and split, no answer may be more than
+give the same question two answers, or when it names its own answer ("what is chasing a black dog?"). Then, per type and split, no answer may be more than
 `CAP_SHARE` of the type's questions (COCO-QA's down-sampling), so guessing the commonest answer scores low.
 Splits follow the captions': train, dev-select, dev-report (datasets.half_of). Deterministic.
 """
@@ -261,13 +261,19 @@ def supports(caption: str, qtype: str, answer: str, noun: str) -> bool:
     return False
 
 
+def names_its_answer(text: str, answer: str) -> bool:
+    """Does the question say its own answer ("what is chasing a black dog on the sand?" -> dog)? Then
+    it tests reading, not looking."""
+    return any(w == answer or singular(w) == answer for w in words_of(text))
+
+
 def photo_questions(photo: str, captions: list[str], reader: CaptionReader) -> list[Question]:
-    """The questions a photo's captions give and agree on."""
+    """The questions a photo's captions give and agree on (none that names its answer)."""
     found: dict[str, set] = defaultdict(set)
     for caption in captions:
         parts = reader.read(caption)
         for qtype, text, answer, noun in questions_of(parts) if parts else []:
-            if len(text.split()) >= MIN_WORDS:
+            if len(text.split()) >= MIN_WORDS and not names_its_answer(text, answer):
                 found[(qtype, text)].add((answer, noun))
     out = []
     for (qtype, text), answers in sorted(found.items()):

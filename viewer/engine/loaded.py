@@ -7,7 +7,7 @@ import torch
 from .images import AttendsTo
 from .models.base import CaptionModel
 from .vision import SPEC, ImageFeatures, VisionSpec, model_inputs
-from .vocab import Vocabulary
+from .vocab import Vocabulary, tokenize
 
 
 class CheckpointError(ValueError):
@@ -25,9 +25,14 @@ class LoadedModel:
         self.encoder_tensors = encoder_tensors or {}
 
     def question_ids(self, questions: list[str]) -> torch.Tensor:
-        """A question answering model's questions as its question vocabulary's ids, padded with 0."""
+        """A question answering model's questions as its question vocabulary's ids, padded with 0; a
+        question of no word it knows is refused (it would answer an empty question, as if it had read it)."""
         vocab = Vocabulary(self.meta["question_vocab"])
         ids = [vocab.encode(q) or [vocab.unk] for q in questions]
+        for q, row in zip(questions, ids):
+            if all(i == vocab.unk for i in row):
+                raise ValueError(f"{self.name} knows none of the words of {q!r} "
+                                 f"(unknown: {', '.join(tokenize(q)) or q}): ask with words of its training questions")
         out = torch.zeros(len(ids), max(map(len, ids)), dtype=torch.long)
         for i, row in enumerate(ids):
             out[i, :len(row)] = torch.tensor(row)
