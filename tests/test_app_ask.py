@@ -105,7 +105,7 @@ def test_ask_on_the_command_line(tiny_checkpoints):
 def test_answer_dependence_in_batches_is_the_caption_words_rule(captioner):
     """evaluate --dependence forces all of a photo's questions at once: the same figure as the
     explanation pipeline's seen_dependence of each answer alone."""
-    from viewer.analysis.answers import looked_or_guessed
+    from viewer.analysis.answers import answer_dependence
     from viewer.analysis.explain import Pipeline
     from viewer.analysis.pixel_faithfulness import seen_dependence
     from viewer.data.questions import Question
@@ -113,7 +113,7 @@ def test_answer_dependence_in_batches_is_the_caption_words_rule(captioner):
     path = os.path.join(ASSETS, "coffee.jpg")
     items = [Question(path, "colour", QUESTION, "white", 2), Question(path, "object", "what smiles in front of a flag?", "woman", 2)]
     said = [captioner.ask([load_photo(path)], "vqa-regions", [q.question])[0].words[0] for q in items]
-    batched = looked_or_guessed(captioner, "vqa-regions", items, said)
+    batched = answer_dependence(captioner, "vqa-regions", items, said)
     vocab = captioner.model("vqa-regions").vocab
     for q, s, d in zip(items, said, batched):
         alone = seen_dependence(Pipeline(captioner, load_photo(path), "vqa-regions", [vocab.index[s], vocab.end],

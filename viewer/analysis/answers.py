@@ -79,11 +79,31 @@ def qa_report(name: str, predicted: list[str], items: list[Question], common: di
                         for q, p in zip(items, predicted)]}
 
 
-def looked_or_guessed(captioner, model: str, items: list[Question], said: list[str], log=None) -> list[float]:
+def looked_or_guessed(captioner, model: str, items: list[Question], said: list[str], references,
+                      chunk: int = 64) -> list[float | None]:
+    """Each answer's share of the reference photos (language_prior.References) on which the model
+    gives the same answer to the same question: at SHARE or more it would have said it of most
+    photos, i.e. guessed it from the question. None: not measured (no reference photos)."""
+    import torch
+    from .language_prior import language_prior
+    if references is None:
+        return [None] * len(items)
+    lm = captioner.model(model)
+    inputs = references.inputs(captioner, lm)
+    out: list[float | None] = []
+    for i in range(0, len(items), chunk):
+        rows = range(i, min(i + chunk, len(items)))
+        tokens = torch.tensor([[lm.vocab.index[said[j]], lm.vocab.end] for j in rows], device=captioner.device)
+        prompts = question_ids(lm, [items[j].question for j in rows], captioner.device)
+        out += [round(float(s), 4) for s in language_prior(lm, inputs, tokens, prompt=prompts).share[:, 0]]
+    return out
+
+
+def answer_dependence(captioner, model: str, items: list[Question], said: list[str], log=None) -> list[float]:
     """Each answer's visual dependence (nats): the larger fall of its log-prob when the photo is
-    blurred away and when it is removed (`seen_dependence`, the caption words' rule); an answer
-    under `SEEN` was guessed from the question. Per photo, the hidden photos are encoded once and
-    all its questions forced on them in one batch."""
+    blurred away and when it is removed (`seen_dependence`). A figure, not the guessed verdict: the
+    hidden photos are out of distribution, so nearly every answer falls (`looked_or_guessed`). Per
+    photo, the hidden photos are encoded once and all its questions forced on them in one batch."""
     import torch
     from ..engine.forcing import forced
     from ..engine.images import GRID, load_photo
@@ -109,24 +129,31 @@ def looked_or_guessed(captioner, model: str, items: list[Question], said: list[s
         for i, d in zip(rows, torch.maximum(*drops).tolist()):
             out[i] = round(d, 4)
         if log and (n + 1) % 50 == 0:
-            log(f"looked or guessed: {n + 1} of {len(rows_of)} photos")
+            log(f"visual dependence: {n + 1} of {len(rows_of)} photos")
     return out
 
 
 def dependence_block(dependence: list[float], said: list[str], items: list[Question],
-                     blind: list[str] | None = None) -> dict:
-    """How many answers were guessed (dependence under SEEN nats), their accuracy beside the seen
-    ones', and how often the blind model says the same."""
-    from .pixel_faithfulness import SEEN
-    guessed = [d < SEEN for d in dependence]
-    right = [s == q.answer for s, q in zip(said, items)]
-    acc = lambda rows: round(sum(right[i] for i in rows) / len(rows), 4) if rows else None  # noqa: E731
-    out = {"rule": f"guessed: the answer's log-prob falls by under {SEEN} nats both when the photo is blurred away "
-                   "and when it is removed", "guessed": round(sum(guessed) / max(len(guessed), 1), 4),
-           "guessed_ci": bootstrap_ci([float(g) for g in guessed], [q.photo for q in items]),
-           "mean_dependence": round(sum(dependence) / max(len(dependence), 1), 4),
-           "accuracy_guessed": acc([i for i, g in enumerate(guessed) if g]),
-           "accuracy_seen": acc([i for i, g in enumerate(guessed) if not g])}
+                     blind: list[str] | None = None, shares: list[float | None] | None = None) -> dict:
+    """How many answers were guessed (`looked_or_guessed`: the same answer to the same question of
+    at least SHARE of the reference photos; "not measured" without them), their accuracy beside the
+    others', the mean visual dependence (nats: a figure, never the verdict), and how often the blind
+    model says the same, and how many of those are called guessed."""
+    from .language_prior import K, SHARE
+    out = {"rule": f"guessed: the model gives the same answer to the same question of at least {SHARE:.0%} of "
+                   f"{K} other photos (a seeded sample of dev-select)",
+           "mean_dependence": round(sum(dependence) / max(len(dependence), 1), 4)}
     if blind is not None:
         out["same_as_blind"] = round(sum(a == b for a, b in zip(said, blind)) / max(len(said), 1), 4)
+    if shares is None or None in shares:
+        return {**out, "guessed": "not measured"}
+    guessed = [s >= SHARE for s in shares]
+    right = [s == q.answer for s, q in zip(said, items)]
+    share = lambda rows, of: round(sum(of[i] for i in rows) / len(rows), 4) if rows else None  # noqa: E731
+    out.update(guessed=share(range(len(guessed)), guessed),
+               guessed_ci=bootstrap_ci([float(g) for g in guessed], [q.photo for q in items]),
+               accuracy_guessed=share([i for i, g in enumerate(guessed) if g], right),
+               accuracy_seen=share([i for i, g in enumerate(guessed) if not g], right))
+    if blind is not None:
+        out["same_as_blind_guessed"] = share([i for i, (a, b) in enumerate(zip(said, blind)) if a == b], guessed)
     return out

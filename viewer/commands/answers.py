@@ -17,7 +17,8 @@ CHUNK = 16   # photos answered together
 
 def open_worker(opts: dict):
     """Once per worker: the models, the questions and the feature cache; returns items -> records."""
-    from ..analysis.answers import answer_all, answer_grounding, answer_hypotheses, looked_or_guessed
+    from ..analysis.answers import answer_all, answer_dependence, answer_grounding, answer_hypotheses, looked_or_guessed
+    from ..analysis.language_prior import References
     from ..analysis.explain_eval import photo_record, rounded
     from ..data import questions
     from ..data.cache import FeatureCache
@@ -31,6 +32,7 @@ def open_worker(opts: dict):
     for q in questions.read(opts["questions"], opts["data"])[opts["split"]]:
         by_photo.setdefault(q.photo, []).append(q)
     cache, data, explain = FeatureCache(opts["cache"]), load_dataset(opts["data"]), opts["explain"]
+    references = References.of(data) if opts["dependence"] else None
 
     def explained(item: dict, answers: list[dict]) -> dict:
         """Every method's map of each answer the model gave, scored as caption words are."""
@@ -52,7 +54,8 @@ def open_worker(opts: dict):
         if blind is not None:
             columns["blind"] = answer_all(blind, asked, cache, captioner.device)
         if opts["dependence"]:
-            columns["dependence"] = looked_or_guessed(captioner, opts["model_arg"], asked, said)
+            columns["dependence"] = answer_dependence(captioner, opts["model_arg"], asked, said)
+            columns["said_of_others"] = looked_or_guessed(captioner, opts["model_arg"], asked, said, references)
         rows = iter([{"type": q.type, "question": q.question, "answer": q.answer, "support": q.support,
                       **{k: v[j] for k, v in columns.items()}} for j, q in enumerate(asked)])
         out = [{"index": it["index"], "id": it["id"], "answers": [next(rows) for _ in by_photo[it["id"]]]}
@@ -75,8 +78,9 @@ def job(args):
     from ..data.datasets import load_dataset
     sets = questions.read(args.questions, args.data)
     split = "dev-report" if args.split == "dev" else args.split
-    if split not in sets:
-        raise ValueError(f"{args.questions} has no split {split!r}; it has {', '.join(sets)}")
+    for needed in (split, "train"):   # train: the commonest answers, the guessing baseline
+        if needed not in sets:
+            raise ValueError(f"{args.questions} has no split {needed!r}; it has {', '.join(sets) or 'none'}")
     captioner = options.captioner(args)
     loaded = captioner.model(args.model)
     if not loaded.model.answers:
@@ -115,6 +119,10 @@ def reduce(fingerprint: dict, records: list[dict]) -> dict:
     from ..data.questions import Question
     done = [r for r in records if "error" not in r]
     rows = [(r["id"], a) for r in done for a in r["answers"]]
+    if not rows:   # a table of None would read as a result: a run that answered nothing failed
+        failed = [r for r in records if "error" in r]
+        raise ValueError("no question was answered" + (f": all {len(failed)} photos failed, the first "
+                                                       f"{failed[0]['id']}: {failed[0]['error']}" if failed else ""))
     items = [Question(photo, a["type"], a["question"], a["answer"], a["support"]) for photo, a in rows]
     said = [a["said"] for _, a in rows]
     result = qa_report(fingerprint["model"], said, items, fingerprint["commonest"], fingerprint["split"])
@@ -123,9 +131,10 @@ def reduce(fingerprint: dict, records: list[dict]) -> dict:
         result["grounding"] = answer_grounding_block(grounded)
     if fingerprint["dependence"]:
         blind = [a["blind"] for _, a in rows] if fingerprint["blind"] else None
-        result["looked_or_guessed"] = dependence_block([a["dependence"] for _, a in rows], said, items, blind)
+        result["looked_or_guessed"] = dependence_block([a["dependence"] for _, a in rows], said, items, blind,
+                                                       [a.get("said_of_others") for _, a in rows])
         for row, (_, a) in zip(result["answers"], rows):
-            row.update({k: a[k] for k in ("dependence", "blind") if k in a})
+            row.update({k: a[k] for k in ("dependence", "said_of_others", "blind") if k in a})
     explain = fingerprint.get("explain")
     if explain:
         result["explain"] = explain_block([r["explain"] for r in done if "explain" in r], fingerprint["model"],
@@ -137,7 +146,7 @@ def reduce(fingerprint: dict, records: list[dict]) -> dict:
 
 def text(result: dict) -> str:
     """Accuracy per type; with dependence, the guessed share and the first wrong answers guessed."""
-    from ..analysis.pixel_faithfulness import SEEN
+    from ..analysis.language_prior import SHARE
     common = result["commonest_answer"]["accuracy"]
     lines = [f"{k:9s} {v['accuracy']}  {v['ci']}  ({v['questions']} questions; commonest answer "
              f"{common[k]['accuracy']})" for k, v in result["accuracy"].items()]
@@ -147,14 +156,16 @@ def text(result: dict) -> str:
                      f"{g['pointing']} {g['pointing_ci']} (centre pointer {g['pointing_centre_baseline']}), mass in its "
                      f"boxes {g['mass_in_box']} (uniform map {g['mass_uniform_baseline']})")
     block = result.get("looked_or_guessed")
-    if block:
+    if block and block["guessed"] == "not measured":
+        lines.append("guessed: not measured (the reference photos are --data's dev-select half)")
+    elif block:
         lines.append(f"guessed {block['guessed']:.1%} of the answers (accuracy {block['accuracy_guessed']} guessed, "
                      f"{block['accuracy_seen']} looked)" + (f"; the blind model says the same for "
                                                             f"{block['same_as_blind']:.1%}" if "same_as_blind" in block else ""))
-        worst = [r for r in result["answers"] if r["said"] != r["answer"] and r["dependence"] < SEEN]
+        worst = [r for r in result["answers"] if r["said"] != r["answer"] and r["said_of_others"] >= SHARE]
         lines.append(f"wrong and guessed ({len(worst)}), the first 10:")
-        lines += [f"  {r['photo']}: {r['question']} -> {r['said']} (captions: {r['answer']}; {r['dependence']:.2f} nats)"
-                  for r in worst[:10]]
+        lines += [f"  {r['photo']}: {r['question']} -> {r['said']} (captions: {r['answer']}; said of "
+                  f"{r['said_of_others']:.0%} of the other photos)" for r in worst[:10]]
     if result.get("explain"):
         from ..analysis.tables import explain_table
         lines.append(explain_table(result["explain"]))

@@ -24,6 +24,7 @@ class Forced:
     attention: torch.Tensor           # (N, T, K) the attention that emitted it
     heads: torch.Tensor | None        # (N, T, layers, heads, K) multi-head models
     cells: torch.Tensor | None        # (N, T) log alpha of each drawn cell (stochastic attention)
+    top: torch.Tensor                 # (N, T) the most likely token after each forced prefix: what greedy would say
 
 
 def forced(model, feats: torch.Tensor, mask: torch.Tensor, tokens: torch.Tensor, vocab, soft: bool = False,
@@ -42,4 +43,4 @@ def forced(model, feats: torch.Tensor, mask: torch.Tensor, tokens: torch.Tensor,
     heads = torch.stack([s.heads for s in steps], 1) if steps[0].heads is not None else None
     cells = torch.stack([s.sample_logprob for s in steps], 1) if steps[0].sample_logprob is not None else None
     return Forced(logp.gather(-1, tokens[..., None]).squeeze(-1), torch.stack([s.attention for s in steps], 1), heads,
-                  cells)
+                  cells, logp.argmax(-1))
