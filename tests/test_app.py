@@ -79,7 +79,7 @@ def test_caption_tokens_and_panel_lists_alternatives(studio, photo):
     ex.step = 1
     tokens = S.caption_tokens(ex)
     assert all(lab is None for _, lab in tokens)     # the page marks the selected word itself
-    assert "".join(w for w, _ in tokens).split() == [s.word for s in ex.trace.steps]
+    assert "".join(w for w, _ in tokens).split() == [s.word for s in ex.trace.steps if s.word != "<end>"]
     panel = P.step_panel(ex)
     assert "beta" in panel and "sampled cell" in panel
     assert all(w in panel for w, _ in ex.trace.steps[1].alternatives[:3])

@@ -13,14 +13,14 @@ import numpy as np
 from ..analysis.diagnose import occlude, sanity
 from ..analysis.explain import METHOD_LABELS
 from ..analysis.faithfulness import DRAWS, LEVELS, trace_faithfulness
-from ..analysis.grounding import grid_units, ground_words, grounding, grounding_summary, trace_units, word_class
+from ..analysis.grounding import grid_units, ground_words, grounding, grounding_summary, trace_units
 from ..analysis.hallucination import why_unsupported
 from ..analysis.steer import SteerResult, steer, steer_map
 from ..engine.images import AttendsTo
 from ..engine.render import render_heatmap
 from ..engine.trace import AttentionTrace
 from .keys import MODEL_KEYS
-from ..analysis.pixel_faithfulness import SEEN
+from ..analysis.language_prior import verdict
 from .session import Exploration, Studio, Style, jpeg, thumbnail, unit_at
 
 
@@ -195,8 +195,8 @@ def trust_card(studio: Studio, ex: Exploration, style: Style) -> str:
     imputers (the blur, which occlusion and superpixels build their maps with, and ROAD's noisy linear
     imputation, which no method optimises); a map is named the one to trust only when both agree.
     Whether its peak lies on the detector's boxes of the object the word names, and how much the word
-    depends on the photo at all (visual dependence, blurred away and removed: "guessed" only when
-    neither hiding costs it SEEN nats)."""
+    depends on the photo at all (visual dependence, blurred away and removed: a figure; "guessed" only
+    when the model would have said it of most reference photos, `Studio.guessed`)."""
     found, curves = studio.trust(ex)
     t, word = ex.step, ex.trace.word_at(ex.step).text
     regions = studio.captioner.features([ex.photo], with_regions=True)[0].regions
@@ -224,8 +224,10 @@ def trust_card(studio: Studio, ex: Exploration, style: Style) -> str:
         ranked = ("The imputers disagree on which map holds what the word used (" + ", ".join(
             f"{IMPUTER_NAMES[imp]}: {html.escape(METHOD_LABELS[m])}" for imp, m in best.items()) + "): trust neither alone")
     dep = {imp: float(c.visual_dependence[t]) for imp, c in curves.items()}
-    guessed = max(dep.values()) < SEEN
-    label = (" (said, not seen)" if word_class(word) else " (guessed)") if guessed else ""
+    guessed = studio.guessed(ex)
+    said = None if guessed is None else verdict(word, bool(guessed[ex.trace.word_at(t).first]))
+    label = (" (guessed or not: not measured without --data's photos)" if guessed is None
+             else f" ({said}: the model would have said it of most photos)" if said else "")
     random = " / ".join(f"{c.auc()[t]:.2f}" for c in curves.values())
     return (f'<div class="step-facts">Which map to trust for <b>{w}</b>? Hiding the photo in each map\'s order '
             f"(most relevant first, up to 90%; blurred, or filled by ROAD's noisy linear imputation) lowers "

@@ -25,17 +25,17 @@ import numpy as np
 
 from ..engine.decoding import DecodeSettings
 from ..analysis.diagnose import cell_at
-from ..analysis.grounding import word_class
 from ..analysis.evaluate import caption_scores
 from ..analysis.triage import list_runs, read_run
-from ..engine.images import AttendsTo, ImageError, Photo, cell_boxes, load_photo
+from ..engine.images import INPUT_SIZE, AttendsTo, ImageError, Photo, cell_boxes, load_photo
 from ..paths import TRIAGE_DIR
 from ..engine.pipeline import ANSWER_TOKENS, Captioner, photo_key
 from ..engine.render import (paper_operator, render_cells, render_figure, render_gif, render_heads, render_step, render_strip)
 from ..engine.trace import AttentionTrace
 from ..engine.vision.boxes import CONTEXT
 from ..analysis.explain import IMPUTERS, Explanation, Pipeline, available_methods, explain, explained_trace
-from ..analysis.pixel_faithfulness import SEEN, Deletion, deletion, seen_dependence
+from ..analysis.language_prior import References, caption_prior, verdict
+from ..analysis.pixel_faithfulness import Deletion, deletion, seen_dependence
 
 STRATEGY_LABELS = {"Beam search": "beam", "Greedy": "greedy", "Sampling": "sample"}
 
@@ -159,6 +159,7 @@ class Exploration:
     method: str = "attention"                                 # what the views show (analysis/explain.py)
     explained: dict = field(default_factory=dict)             # (method, tokens) -> Explanation, computed so far
     dependence: dict = field(default_factory=dict)            # tokens -> (T,) visual dependence, nats
+    guessed: dict = field(default_factory=dict)               # tokens -> (T,) bool: would have said it of most photos
     sent_view: str | None = None                              # the key of what the page's view holds (Studio.page_view)
     required: tuple | None = None                             # the words the caption must include (Studio.decode)
     avoid: tuple = ()                                         # words it must not say (guided: classes not detected)
@@ -222,6 +223,7 @@ class Studio:
                  max_decode_bytes: int = 256 * 2 ** 20):
         self.captioner = captioner
         self.dataset = dataset   # a CaptionSet (--data): references for its photos, a corpus for CIDEr
+        self.reference_photos = References.of(dataset)   # the guessed verdict's photos (None: not measured)
         self.references_by_name = {} if dataset is None else {
             os.path.basename(path): refs for path, refs in dataset.captions.items()}
         self.max_decodes, self.max_exports = max_decodes, max_exports
@@ -307,14 +309,19 @@ class Studio:
         `required` words, `rule_out` keeps the words of what it does not see out."""
         opened = None if isinstance(photo_source, Photo) else self.open_photo(photo_source)
         photo = photo_source if opened is None else opened.photo
-        avoid = ()
+        avoid, note = (), None
         if name_detected or rule_out:
+            from ..analysis.guide import overruled_note, user_wins
             found, unseen = self.guidance(photo, model)
+            if rule_out:   # the user's own words are never ruled out
+                kept, overruled = user_wins(list(unseen), list(required or ()))
+                avoid, note = tuple(kept), overruled_note(overruled) or None
             required = (required or ()) + found if name_detected and found else required
-            avoid = unseen if rule_out else ()
         shown = {} if opened is None else {"display": opened.display, "display_key": opened.key}
-        return Exploration(photo, model, settings, self.decode(photo, model, settings, None, required, avoid=avoid),
-                           required=required, avoid=avoid, **shown)
+        traces = self.decode(photo, model, settings, None, required, avoid=avoid)
+        for trace in traces:   # the same decode key, the same note: safe on the cached traces
+            trace.guidance = note
+        return Exploration(photo, model, settings, traces, required=required, avoid=avoid, **shown)
 
     def guidance(self, photo: Photo, model: str) -> tuple[tuple, tuple]:
         """What the detector says a caption of the photo must and must not name (analysis/guide.py):
@@ -487,11 +494,20 @@ class Studio:
             ex.dependence[ex.tokens] = self._once(self._dependences, key, lambda: seen_dependence(self.pipe(ex)))
         return ex.dependence[ex.tokens]
 
-    def compare_methods(self, ex: Exploration, columns: int = 4) -> list[AttentionTrace]:
-        """Compare's "methods" mode: the Exploration's caption drawn with each method's maps (the
-        first `columns` of the model's methods; the Explain-with choice shows any of them)."""
+    def guessed(self, ex: Exploration) -> np.ndarray | None:
+        """Per step: would the model have said this word of most of the reference photos, after the
+        same words (language_prior.py)? None, not measured, without --data's dev-select photos or for
+        models that do not read our encoder."""
+        if self.reference_photos is None or self.methods(ex.model) == ("attention",):
+            return None
+        if ex.tokens not in ex.guessed:
+            ex.guessed[ex.tokens] = caption_prior(self.pipe(ex), self.reference_photos).said_of_most
+        return ex.guessed[ex.tokens]
+
+    def compare_methods(self, ex: Exploration) -> list[AttentionTrace]:
+        """Compare's "methods" mode: the Exploration's caption drawn with each of the model's methods' maps."""
         out = []
-        for m in self.methods(ex.model)[:columns]:
+        for m in self.methods(ex.model):
             out.append(ex.trace if m == "attention" else explained_trace(ex.trace, self.explain(ex, m), m))
         return out
 
@@ -724,19 +740,24 @@ def caption_tokens(ex: Exploration) -> list[tuple[str, str | None]]:
     """HighlightedText value: every step's token (a word's tokens side by side), the branched ones
     and those a "must mention" constraint required marked, and, once measured, the words the photo barely mattered to: "guessed", or "said, not
     seen" for a word naming an object (every token of the word; measured at its first token). The
-    page marks the selected word itself (page_view.js), so stepping never resends the caption."""
+    page marks the selected word itself (page_view.js), so stepping never resends the caption. A final
+    "<end>" is no word to read: the trace keeps it (its map is a view), the caption omits it."""
     trace = ex.trace
     n_forced = len(ex.prefixes[-1]) if ex.prefixes else 0
-    seen = ex.dependence.get(ex.tokens)
+    guessed = ex.guessed.get(ex.tokens)
     out = []
-    for t, shown in enumerate(shown_tokens(trace)):
+    for t, shown in enumerate(shown_tokens(trace)[:len(trace.steps) - ended(trace)]):
         word = trace.word_at(t)
         label = "branched" if t < n_forced else "required" if trace.steps[t].required else None
-        if label is None and seen is not None and word.first < len(seen) and seen[word.first] < SEEN \
-                and word.text != "<end>":
-            label = "said, not seen" if word_class(word.text) else "guessed"
+        if label is None and guessed is not None and word.first < len(guessed) and word.text != "<end>":
+            label = verdict(word.text, bool(guessed[word.first]))
         out.append((shown, label))
     return out
+
+
+def ended(trace: AttentionTrace) -> bool:
+    """Does the trace's last step say "<end>"?"""
+    return bool(trace.steps) and trace.word_at(len(trace.steps) - 1).text == "<end>"
 
 
 def shown_tokens(trace: AttentionTrace) -> list[str]:
@@ -768,10 +789,26 @@ def guidance_parts(required: tuple | None, avoid: tuple) -> list[str]:
         (["never `<unk>`"] if UNKNOWN in avoid else [])
 
 
-def guidance_note(required: tuple | None, avoid: tuple) -> str:
-    """`guidance_parts` in a line for Explore's status (empty when the detector asked nothing)."""
+def guidance_note(required: tuple | None, avoid: tuple, overruled: str | None = None) -> str:
+    """`guidance_parts` in a line for Explore's status (empty when the detector asked nothing),
+    with `overruled`, the trace's line on where the user's words won over the detector."""
     parts = guidance_parts(required, avoid)
-    return "Guided by the detector: " + " · ".join(parts) + "." if parts else ""
+    return " ".join(filter(None, ["Guided by the detector: " + " · ".join(parts) + "." if parts else "", overruled]))
+
+
+SMALL_PHOTO, LARGE_PHOTO = 64, 20 * INPUT_SIZE   # px a side: a caption of a photo outside these is doubtful
+
+
+def size_note(photo: Photo) -> str:
+    """A line for the status when the photo's size makes its caption doubtful: every model reads
+    a few hundred pixels a side, so a tiny photo is enlarged from a handful of pixels and a huge
+    one shrunk until its details are gone."""
+    size = f"{photo.width}×{photo.height} px"
+    if min(photo.width, photo.height) < SMALL_PHOTO:
+        return f" Note: the photo is only {size}: the model sees it enlarged, so the caption is a guess from a few pixels."
+    if min(photo.width, photo.height) > LARGE_PHOTO:
+        return f" Note: the photo is {size}: the model sees it shrunk to {INPUT_SIZE} px a side, so small details are lost."
+    return ""
 
 
 def beam_choices(ex: Exploration) -> list[str]:

@@ -12,11 +12,13 @@ import logging
 import math
 import os
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import gradio as gr
 
 from ..analysis.explain import METHOD_LABELS
+from ..analysis import language_prior as LP
 from ..analysis.guide import user_words
 from ..engine.checkpoints import CheckpointError
 from ..engine.decoding import DecodeSettings
@@ -44,6 +46,8 @@ RULE_OUT = "Never name what it does not see (nor <unk>)"
 NAME_DETECTED = "Must name its top classes"
 GUIDES_BY_DEFAULT: list[str] = []
 METHODS_MODE = "Methods: Explore's model and caption, one column per map"
+COMPARE_VIEWS = 3   # Compare's views side by side; more traces (Methods mode) are shown a page at a time
+MODELS_COMPARED = f"1 to {COMPARE_VIEWS} models"
 QUESTION_MODE = "A caption word beside a question's answer"
 GUIDANCE_MODE = "Guidance: Explore's model plain, ruling out what the detector does not see, and guided"
 STEER, HIDE = "Steer: make the selected word look there", "Hide that place from the model"
@@ -131,9 +135,10 @@ class Handlers:
                                  rule_out=RULE_OUT in guides)
         ex.photo.name = os.path.basename(path)
         took = time.perf_counter() - start
-        note = f"**{model_name}**: {len(ex.beams)} caption(s) in {took:.2f} s. Click a word, or use ← →."
+        note = f"**{model_name}**: {len(ex.beams)} caption(s) in {took:.2f} s. Click a word, or use ← →." \
+            + S.size_note(ex.photo)
         if guides:
-            note += " " + S.guidance_note(ex.required, ex.avoid)
+            note += " " + S.guidance_note(ex.required, ex.avoid, ex.trace.guidance)
         elif guided_asked:
             note += " (Guided by the detector applies to beam search and greedy.)"
         # the trace goes to the page with the caption, which draws every word's views itself
@@ -156,7 +161,7 @@ class Handlers:
         step = ex.trace.steps[0]
         others = ", ".join(f"{w} {p:.0%}" for w, p in step.alternatives[1:4])
         note = (f"**{model_name}**: {question.strip()} → **{step.word}** ({math.exp(step.logprob):.0%}; then "
-                f"{others}) in {time.perf_counter() - start:.2f} s. {LOOK_NOTES[self.studio.look(model_name)]}")
+                f"{others}) in {time.perf_counter() - start:.2f} s. {LOOK_NOTES[self.studio.look(model_name)]}{S.size_note(ex.photo)}")
         return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *self._step_reply(ex, 1, _style(*style)))
 
     def prepare_photo(self, path, model_name):
@@ -234,7 +239,7 @@ class Handlers:
     def seen_words(self, ex):
         """The caption again, its words coloured by how much they depend on the photo (measured last:
         one more run of the pipeline, after everything stepping needs)."""
-        if ex is None or self.studio.visual_dependence(ex) is None:
+        if ex is None or self.studio.guessed(ex) is None:
             return gr.HighlightedText()
         return S.caption_tokens(ex)
 
@@ -362,9 +367,12 @@ class Handlers:
         return page, gr.Image(value=self.studio.view(one, _style(*style), result.step), visible=True)
 
     @friendly
-    def compare(self, ex, names, mode, text, question, answer_model, *style, progress=gr.Progress()):
+    def compare(self, ex, names, mode, text, question, answer_model, strat, k, temp, sd, mlen, progress=gr.Progress()):
+        """Compare's traces, the word slider and the pages of views. Captions are decoded with Explore's
+        caption controls: after an Ask, the Exploration holds the answer's 10-token greedy settings."""
         if ex is None:
             raise gr.Error("Caption a photo in Explore first; Compare uses the same photo.")
+        ex = replace(ex, settings=_settings(strat, k, temp, sd, mlen))
         if mode == QUESTION_MODE:   # Explore's caption, then the answer read from the same photo
             if not answer_model:
                 raise gr.Error("No question answering model is available: see checkpoints/README.md.")
@@ -372,30 +380,42 @@ class Handlers:
                 raise gr.Error("Type a question about a word of the caption, e.g. \"what is running?\" for \"dog\".")
             progress(0.1, desc=f"{answer_model} is reading the question")
             caption = ex.trace if not ex.trace.question else \
-                self.studio.decode(ex.photo, (names or self.models)[0], DecodeSettings())[0]   # Explore answered last
-            traces = [caption, self.studio.ask(ex.photo, answer_model, question.strip()).trace]
-            return traces, gr.Slider(minimum=1, maximum=max(2, len(caption.word_spans)), value=1)
+                self.studio.decode(ex.photo, (names or self.models)[0], ex.settings)[0]   # Explore answered last
+            return self._compared([caption, self.studio.ask(ex.photo, answer_model, question.strip()).trace],
+                                  len(caption.word_spans))
         if mode == GUIDANCE_MODE:
             if ex.trace.question:
                 raise gr.Error("Explore answered a question last: caption the photo there, then Compare.")
             if not ex.settings.searches:
                 raise gr.Error("Guidance by the detector works with beam search or greedy: choose one in Explore.")
             progress(0.05, desc=f"{ex.model}: plain, ruled out and guided by the detector")
-            traces = self.studio.compare_guidance(ex)
-            return traces, gr.Slider(minimum=1, maximum=max(2, max(len(tr.word_spans) for tr in traces)), value=1)
+            return self._compared(self.studio.compare_guidance(ex))
         if mode == METHODS_MODE:
             progress(0.05, desc=f"{ex.model}: every method's maps of its caption")
-            traces = self.studio.compare_methods(ex)
-            return traces, gr.Slider(minimum=1, maximum=max(2, len(traces[0].word_spans)), value=1)
+            return self._compared(self.studio.compare_methods(ex))
         names = list(names or [])
-        if not 1 <= len(names) <= 3:
-            raise gr.Error("Choose 1 to 3 models.")
+        if not 1 <= len(names) <= COMPARE_VIEWS:
+            raise gr.Error(f"Choose {MODELS_COMPARED}.")
         same = None
         if mode == "Same caption for all":
             same = self.studio.compare_caption(ex, names, text)
-        traces = self.studio.compare(ex.photo, names, ex.settings, same)
-        longest = max(len(tr.word_spans) for tr in traces)   # the slider counts words: models' tokens differ
-        return traces, gr.Slider(minimum=1, maximum=max(2, longest), value=1)
+        return self._compared(self.studio.compare(ex.photo, names, ex.settings, same))
+
+    @staticmethod
+    def _compared(traces, words: int | None = None):
+        """Compare's reply: the traces, the word slider (words, else the longest caption's: models'
+        tokens differ) and the pages of views, shown when there are more traces than views."""
+        words = words or max(len(tr.word_spans) for tr in traces)
+        pages = [f"{i + 1}–{min(i + COMPARE_VIEWS, len(traces))} of {len(traces)}"
+                 for i in range(0, len(traces), COMPARE_VIEWS)]
+        return traces, gr.Slider(minimum=1, maximum=max(2, words), value=1), \
+            gr.Radio(choices=pages, value=pages[0], visible=len(pages) > 1)
+
+    @staticmethod
+    def _page(traces, page):
+        """The traces on page `page` (0-based) of Compare's views."""
+        start = int(page or 0) * COMPARE_VIEWS
+        return (traces or [])[start:start + COMPARE_VIEWS]
 
     @friendly
     def export_figure(self, ex, traces, *style):
@@ -404,26 +424,26 @@ class Handlers:
         return gr.File(value=self.studio.export_png(ex, S.figure(ex, traces, _style(*style)), "figure"), visible=True)
 
     @friendly
-    def compare_views(self, ex, traces, t):
-        """Compare's views of new traces, drawn in the page like Explore's (each shows word `t`: its
-        first token), and each model's line."""
+    def compare_views(self, ex, traces, t, page):
+        """Compare's views of the traces on page `page` (drawn in the page like Explore's, each at word `t`:
+        its first token), and each trace's line."""
         if ex is None or not traces:
-            return [None] * 3 + [""] * 3
+            return [None] * COMPARE_VIEWS + [""] * COMPARE_VIEWS
         views = []
-        for tr in traces:
+        for tr in self._page(traces, page):
             one = S.Exploration(ex.photo, tr.model, ex.settings, [tr], step=self._word_step(tr, t), display=ex.display,
                                 display_key=ex.display_key)
             views.append(self.studio.page_view(one, S.Style(), view_title("attention")))
-        return views + [None] * (3 - len(views)) + self.compare_lines(traces, t)
+        return views + [None] * (COMPARE_VIEWS - len(views)) + self.compare_lines(traces, t, page)
 
     @staticmethod
     def _word_step(trace, t) -> int:
         return trace.word_spans[min(int(t), len(trace.word_spans)) - 1].first   # the same word: its first token
 
-    def compare_lines(self, traces, t):
-        """Each model's caption with word `t` in bold (the page has drawn the views already)."""
-        texts = [P.compare_line(tr, self._word_step(tr, t)) for tr in traces or []]
-        return texts + [""] * (3 - len(texts))
+    def compare_lines(self, traces, t, page):
+        """The caption of each trace on page `page` with word `t` in bold (the page has drawn the views already)."""
+        texts = [P.compare_line(tr, self._word_step(tr, t)) for tr in self._page(traces, page)]
+        return texts + [""] * (COMPARE_VIEWS - len(texts))
 
 
 def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
@@ -499,9 +519,11 @@ def _explore_stage(c, studio: S.Studio, models: list[str], lecture: bool):
     """Explore, the stage: caption, view, stepping and playing, lecture mode, clicking the photo."""
     c.lecture_line = gr.HTML(P.lecture_line(models[0] if models else None),
                            elem_id="lecture-line")
-    c.caption = gr.HighlightedText(label="Caption: click a word (grey: guessed, its log-prob falls by under 0.3 nats "
-                                         "both when the photo is blurred away and when it is replaced by its mean "
-                                         "colour; red: an object said, not seen)", elem_id="caption",
+    c.caption = gr.HighlightedText(label="Caption: click a word (grey: guessed, the model would have said it of most "
+                                         f"photos: after the same words, its first choice on at least half of {LP.K} "
+                                         "other Flickr8k photos; red: an object said so, not seen; not measured "
+                                         "without --data)",
+                                   elem_id="caption",
                                    combine_adjacent=False, show_legend=False, show_inline_category=False,
                                    interactive=False, color_map={"branched": "#93c5fd", "required": "#fde68a",
                                                                  "guessed": "#e2e8f0", "said, not seen": "#fca5a5"})
@@ -596,10 +618,10 @@ def _explore_panels(c):
 
 
 def _compare_tab(c, studio: S.Studio, models: list[str]):
-    """Compare: the same photo, 2-3 models, synchronised words."""
-    gr.Markdown("Same photo (from Explore), 2 or 3 models, synchronised words.")
+    """Compare: the same photo, 1 to 3 models (or Explore's model several ways), synchronised words."""
+    gr.Markdown(f"Same photo (from Explore), {MODELS_COMPARED}, synchronised words.")
     with gr.Row():
-        c.cmp_models = gr.CheckboxGroup(models, value=models[:3], label="Models", elem_id="cmp-models")
+        c.cmp_models = gr.CheckboxGroup(models, value=models[:COMPARE_VIEWS], label="Models", elem_id="cmp-models")
         c.cmp_mode = gr.Radio(["Each model's own caption", "Same caption for all", METHODS_MODE, GUIDANCE_MODE]
                             + ([QUESTION_MODE] if studio.models("answer") else []),
                             value="Same caption for all", label="Words", elem_id="cmp-mode")
@@ -610,10 +632,11 @@ def _compare_tab(c, studio: S.Studio, models: list[str]):
                                 visible=bool(studio.models("answer")))
     c.cmp_run = gr.Button("Compare", variant="primary", elem_id="cmp-run")
     c.cmp_step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="cmp-step")
+    c.cmp_page = gr.Radio([], label="Views shown", type="index", visible=False, elem_id="cmp-page")
     with gr.Row():
-        c.cmp_views = [AttentionView(studio.view_photo, elem_id=f"cmp-view-{i}") for i in range(3)]
+        c.cmp_views = [AttentionView(studio.view_photo, elem_id=f"cmp-view-{i}") for i in range(COMPARE_VIEWS)]
     with gr.Row():
-        c.cmp_captions = [gr.Markdown(elem_id=f"cmp-caption-{i}") for i in range(3)]
+        c.cmp_captions = [gr.Markdown(elem_id=f"cmp-caption-{i}") for i in range(COMPARE_VIEWS)]
     c.cmp_figure = gr.Button("PNG of the paper's figure: one row per model, one column per word",
                            size="sm", elem_id="cmp-figure")
     c.cmp_download = gr.File(label="Download", elem_id="cmp-download", interactive=False, visible=False)
@@ -722,12 +745,14 @@ def _wire_tools(c, h: Handlers, studio: S.Studio):
     c.occlude_btn.click(h.hide, [c.explored, c.step], c.occluded, **MODEL)
     c.view.select(h.click_photo, [c.explored, c.step, c.click_mode, *c.style], [c.clicked, c.steered_view], **MODEL)
     c.cmp_run.click(h.compare, [c.explored, c.cmp_models, c.cmp_mode, c.cmp_text, c.cmp_question, c.answer_model,
-                                *c.style], [c.compared, c.cmp_step],
+                                c.strategy, c.beam, c.temperature, c.seed, c.max_len], [c.compared, c.cmp_step, c.cmp_page],
                     **MODEL)
     c.cmp_step.change(None, c.cmp_step, None, js=COMPARE_STEP_JS)
-    c.cmp_step.change(h.compare_lines, [c.compared, c.cmp_step], c.cmp_captions, show_progress="hidden", **LIGHT)
-    c.compared.change(h.compare_views, [c.explored, c.compared, c.cmp_step], [*c.cmp_views, *c.cmp_captions],
-                      show_progress="hidden", **LIGHT)
+    c.cmp_step.change(h.compare_lines, [c.compared, c.cmp_step, c.cmp_page], c.cmp_captions, show_progress="hidden",
+                      **LIGHT)
+    for shown in (c.compared.change, c.cmp_page.input):   # new traces, or another page of them
+        shown(h.compare_views, [c.explored, c.compared, c.cmp_step, c.cmp_page], [*c.cmp_views, *c.cmp_captions],
+              show_progress="hidden", **LIGHT)
     c.cmp_figure.click(h.export_figure, [c.explored, c.compared, *c.style], c.cmp_download)
 
 
