@@ -6,11 +6,12 @@ REFS = {"bear.jpg": ["a brown bear walks in a field", "a grizzly bear in the gra
                      "a boy and a girl run with their dog"]}
 
 
-def test_a_caption_naming_what_is_not_there_is_counted_once_per_class():
+def test_a_caption_naming_what_is_not_there_is_counted_once_per_mention():
+    """Rohrbach et al. count every mention (CHAIR_i over mentions): "dogs ... a dog" is two."""
     found = caption_objects("two dogs are playing with a dog in the grass", REFS["bear.jpg"])
-    assert found == {"named": ["dog"], "hallucinated": ["dog"], "expected": ["bear"], "recalled": []}
+    assert found == {"named": ["dog", "dog"], "hallucinated": ["dog", "dog"], "expected": ["bear"], "recalled": []}
     right = caption_objects("a man and his puppy on the beach", REFS["kids.jpg"])
-    assert right["named"] == ["dog", "person"] and right["hallucinated"] == []      # puppy -> dog; man -> person
+    assert right["named"] == ["person", "dog"] and right["hallucinated"] == []      # puppy -> dog; man -> person
     assert right["recalled"] == ["dog", "person"]
 
 
@@ -45,6 +46,8 @@ def test_why_a_word_nothing_supports_went_wrong():
     assert why_unsupported("dogs", on_bear, units, regions, 0.1).startswith("said from the words before it")
     assert why_unsupported("bear", on_bear, units, regions, 2.0) is None      # detected: supported
     assert why_unsupported("grass", on_bear, units, regions, 2.0) is None     # names no object
+    oven = Regions(regions.boxes, ["oven"], regions.scores)
+    assert why_unsupported("dog", on_bear, units, oven, 2.0) == "looked at an oven, said dog: a naming failure"
 
 
 def test_evaluate_says_why_each_unsupported_word_went_wrong():

@@ -107,7 +107,8 @@ def why_unsupported(word: str, attention, units, regions, dependence: float | No
     seen = [(float(s), label) for box, label, s in zip(regions.boxes, regions.labels, regions.scores)
             if label not in CONTEXT and centre_inside(peak, box[None])]
     if seen:
-        return f"looked at a {max(seen)[1]}, said {word}: a naming failure"
+        label = max(seen)[1]
+        return f"looked at {'an' if label[0] in 'aeiou' else 'a'} {label}, said {word}: a naming failure"
     return "looked at nothing the detector found"
 
 
