@@ -29,3 +29,5 @@ else:
 OWN_CHECKPOINT_DIR = os.path.join(ROOT, "checkpoints")   # where `import` and `evaluate --ship` write by default
 MODEL_DIRS = tuple(dict.fromkeys((CHECKPOINT_DIR, OWN_CHECKPOINT_DIR)))   # where a model name is looked up, in order
 TRIAGE_DIR = os.path.join(ROOT, "triage")
+# Flickr8k where the project's data sits (../shared/data): the reference photos of the "guessed" verdict
+FLICKR8K = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "flickr8k"))

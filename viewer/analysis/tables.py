@@ -271,7 +271,7 @@ def answers_table(_reports=None, folder: str = ANSWERS) -> str:
         points = "–" if not g else (f"{100 * g['pointing']:.1f} [{100 * g['pointing_ci'][0]:.1f}, "
                                     f"{100 * g['pointing_ci'][1]:.1f}] ({100 * g['pointing_centre_baseline']:.1f})")
         lines.append(f"| `{model}` | " + " | ".join(cell(r["accuracy"][t]) for t in types)
-                     + f" | {'–' if guessed is None else f'{100 * guessed:.0f}%'} | {points} |")
+                     + f" | {f'{100 * guessed:.0f}%' if isinstance(guessed, float) else '–'} | {points} |")
     common = first["commonest_answer"]["accuracy"]
     lines.append("| commonest answer per type | " + " | ".join(f"{100 * common[t]['accuracy']:.1f}" for t in types) + " | – | – |")
     counts = ", ".join(f"{first['accuracy'][t]['questions']} {t}" for t in types[:-1])

@@ -20,6 +20,8 @@ def add_parser(sub) -> None:
     p.add_argument("--blind", help=f"the question-only model whose answer goes beside (default {BLIND} when it "
                    "ships; '' for none)")
     p.add_argument("--json", action="store_true", help="the answer as a trace (the caption --json schema, with 'question')")
+    p.add_argument("--data", help="the Flickr8k folder whose dev-select photos decide 'guessed' (the model gives the "
+                   "same answer to the same question of most of them); default ../shared/data/flickr8k when there")
     p.set_defaults(func=run)
 
 
@@ -50,16 +52,38 @@ def blind_model(captioner, name: str | None) -> str | None:
     return name
 
 
-def looked_or_guessed(captioner, photo, model: str, trace, blind: str | None) -> str:
-    """The answer's visual dependence (the caption words' rule) and the blind model's answer beside it."""
+def looked_or_guessed(captioner, photo, model: str, trace, blind: str | None, data: str | None) -> str:
+    """Whether the answer came from the photo or from the question (language_prior.py: the same
+    answer to the same question on most reference photos: guessed), the visual dependence beside it
+    (a figure), and the blind model's answer."""
+    import torch
     from ..analysis.explain import Pipeline
-    from ..analysis.pixel_faithfulness import SEEN, seen_dependence
-    pipe = Pipeline(captioner, photo, model, trace.token_ids, question=trace.question)
-    d = float(seen_dependence(pipe)[0])
-    line = f"{'looked' if d >= SEEN else 'guessed'}: its log-prob falls by {d:.2f} nats without the photo"
+    from ..analysis.language_prior import SHARE, References, language_prior
+    from ..analysis.pixel_faithfulness import seen_dependence
+    from ..data.datasets import load_dataset
+    from ..engine.pipeline import question_ids
+    refs = References.of(load_dataset(data)) if data else None
+    if refs is None:
+        line = "looked or guessed: not measured (no reference photos: give --data, the Flickr8k folder)"
+    else:
+        lm = captioner.model(model)
+        share = float(language_prior(lm, refs.inputs(captioner, lm), torch.tensor([trace.token_ids], device=captioner.device),
+                                     prompt=question_ids(lm, [trace.question], captioner.device)).share[0, 0])
+        said = round(share * len(refs.paths))
+        line = ("guessed: the model would have said it of most photos" if share >= SHARE else "looked") + \
+            f" (its answer to this question on {said} of {len(refs.paths)} other photos)"
+    d = float(seen_dependence(Pipeline(captioner, photo, model, trace.token_ids, question=trace.question))[0])
+    line += f"; its log-prob falls by {d:.2f} nats without the photo"
     if blind:
         line += f"; the blind model ({blind}, question only) says {captioner.ask([photo], blind, [trace.question])[0].words[0]}"
     return line
+
+
+def reference_data(data: str | None) -> str | None:
+    """--data, else the project's Flickr8k folder when it is there (None: the verdict is not measured)."""
+    import os
+    from ..paths import FLICKR8K
+    return data or (FLICKR8K if os.path.isdir(FLICKR8K) else None)
 
 
 def run(args) -> int:
@@ -74,5 +98,5 @@ def run(args) -> int:
     others = ", ".join(f"{w} {p:.0%}" for w, p in step.alternatives[1:4])
     print(f"{args.question} -> {step.word} ({float(np.exp(step.logprob)):.0%}; then {others})")
     print(f"looked at: {where(trace)}")
-    print(looked_or_guessed(captioner, photo, args.model, trace, blind))
+    print(looked_or_guessed(captioner, photo, args.model, trace, blind, reference_data(args.data)))
     return 0
