@@ -31,7 +31,8 @@ def test_chair_and_recall_over_photos():
 
 def test_why_a_word_nothing_supports_went_wrong():
     """A bear detected, the caption says "dogs": looking at the bear is a naming failure; looking
-    elsewhere is looking at nothing detected; little dependence on the photo is a language prior."""
+    elsewhere is looking at nothing detected; a word the model would have said of most photos is a
+    language prior."""
     import numpy as np
 
     from viewer.analysis.grounding import grid_units
@@ -41,13 +42,13 @@ def test_why_a_word_nothing_supports_went_wrong():
     units = grid_units(196)
     on_bear, elsewhere = np.zeros(196), np.zeros(196)
     on_bear[2 * 14 + 2], elsewhere[12 * 14 + 12] = 1.0, 1.0
-    assert why_unsupported("dogs", on_bear, units, regions, 2.0) == "looked at a bear, said dogs: a naming failure"
-    assert why_unsupported("dogs", elsewhere, units, regions, 2.0) == "looked at nothing the detector found"
-    assert why_unsupported("dogs", on_bear, units, regions, 0.1).startswith("said from the words before it")
-    assert why_unsupported("bear", on_bear, units, regions, 2.0) is None      # detected: supported
-    assert why_unsupported("grass", on_bear, units, regions, 2.0) is None     # names no object
+    assert why_unsupported("dogs", on_bear, units, regions, False) == "looked at a bear, said dogs: a naming failure"
+    assert why_unsupported("dogs", elsewhere, units, regions, False) == "looked at nothing the detector found"
+    assert why_unsupported("dogs", on_bear, units, regions, True).startswith("said from the words before it")
+    assert why_unsupported("bear", on_bear, units, regions, False) is None      # detected: supported
+    assert why_unsupported("grass", on_bear, units, regions, False) is None     # names no object
     oven = Regions(regions.boxes, ["oven"], regions.scores)
-    assert why_unsupported("dog", on_bear, units, oven, 2.0) == "looked at an oven, said dog: a naming failure"
+    assert why_unsupported("dog", on_bear, units, oven, False) == "looked at an oven, said dog: a naming failure"
 
 
 def test_evaluate_says_why_each_unsupported_word_went_wrong():

@@ -157,7 +157,8 @@ def test_object_words_and_dependence_are_read_per_word(subword):
     read the word layer: one entry per object word, at its first token."""
     from viewer.analysis.explain import Pipeline
     from viewer.analysis.explain_eval import object_steps
-    from viewer.analysis.pixel_faithfulness import said_not_seen, seen_dependence, visual_dependence
+    from viewer.analysis.language_prior import Prior, said_not_seen
+    from viewer.analysis.pixel_faithfulness import seen_dependence, visual_dependence
     from viewer.analysis.triage import _looked_vs_used
     cap, model, photo, trace = subword
     pipe = Pipeline(cap, photo, model, trace.token_ids)
@@ -165,12 +166,13 @@ def test_object_words_and_dependence_are_read_per_word(subword):
     assert object_steps(pipe.words) == [first["dog"], first["bicycle"]]
     dependence = visual_dependence(pipe)
     assert len(dependence) == len(trace.steps)
-    low = np.full(len(dependence), 5.0)
-    low[first["bicycle"]] = -1.0
-    assert said_not_seen(trace.step_words(), low) == ["bicycle"]
+    said_of_most = np.zeros(len(dependence))
+    said_of_most[first["bicycle"]] = 1.0
+    assert said_not_seen(trace.step_words(), Prior(said_of_most, None, 8)) == ["bicycle"]
     seen = seen_dependence(pipe)                 # the larger drop of blurring and removing the photo
     assert np.all(seen >= dependence - 1e-6)
-    found, _ = _looked_vs_used(cap, photo, model, trace)
+    found, _ = _looked_vs_used(cap, photo, model, trace, None)
+    assert found["said_not_seen"] == "not measured"
     assert found["seen"] == pytest.approx(min(seen[first["dog"]], seen[first["bicycle"]]), abs=1e-4)
 
 

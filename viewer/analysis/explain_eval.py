@@ -125,14 +125,14 @@ def fingerprint(captioner, model: str, split: str | None, methods, imputers, ref
     made with other settings is refused, never mixed."""
     from ..batch.records import FORMAT, digest, file_digest
     from .explain.imputers import IMPUTER_SETTINGS
-    from .pixel_faithfulness import RANDOM_DRAWS, SEEN
+    from .pixel_faithfulness import RANDOM_DRAWS
     lm = captioner.model(model)
     weights = file_digest(lm.path) if os.path.isfile(lm.path) else lm.name
     return {"model": lm.name, "checkpoint": weights, "format": FORMAT, "split": split,
             "data_digest": data.digest(), "photos": {"count": len(paths), "digest": digest(photo_ids(data, paths))},
             "methods": list(methods), "imputers": list(imputers), "references": references,
             "insertion": with_insertion, "sanity_photos": sanity, "levels": list(LEVELS),
-            "insert_levels": list(INSERT_LEVELS), "random_draws": RANDOM_DRAWS, "seen": SEEN,
+            "insert_levels": list(INSERT_LEVELS), "random_draws": RANDOM_DRAWS,
             "sun_ablation": {"patches": SUN_PATCHES ** 2, "top": SUN_TOP, "decode": repr(SUN_DECODE)},
             "method_settings": {m: REGISTRY[m].settings() for m in methods},
             "imputer_settings": IMPUTER_SETTINGS}

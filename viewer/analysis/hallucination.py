@@ -89,20 +89,19 @@ def novel_block(captions: dict[str, str], references: dict[str, list[str]], clas
     return out
 
 
-def why_unsupported(word: str, attention, units, regions, dependence: float | None) -> str | None:
+def why_unsupported(word: str, attention, units, regions, guessed: bool | None) -> str | None:
     """Why an object word nothing supports (its class not detected) went wrong, or None when the
-    detector found its class (or it names none): the model said it from the words before it (little
-    dependence on the photo: Rohrbach et al.'s language-prior failure), or its map's peak lies on a
-    detected object of another class (a naming failure: "looked at a bear, said dogs"), or on
-    nothing the detector found."""
+    detector found its class (or it names none): the model would have said it of most photos after
+    the same words (`guessed`, language_prior.py: Rohrbach et al.'s language-prior failure), or its
+    map's peak lies on a detected object of another class (a naming failure: "looked at a bear,
+    said dogs"), or on nothing the detector found."""
     from ..engine.vision.boxes import CONTEXT
     from .grounding import centre_inside
-    from .pixel_faithfulness import SEEN
     cls = word_class(word)
     if cls is None or cls in regions.labels:
         return None
-    if dependence is not None and dependence < SEEN:
-        return f"said from the words before it: it depends little on the photo ({dependence:.2f} nats)"
+    if guessed:
+        return "said from the words before it: the model would have said it of most photos"
     peak = units[int(np.argmax(attention))]
     seen = [(float(s), label) for box, label, s in zip(regions.boxes, regions.labels, regions.scores)
             if label not in CONTEXT and centre_inside(peak, box[None])]
@@ -112,17 +111,18 @@ def why_unsupported(word: str, attention, units, regions, dependence: float | No
     return "looked at nothing the detector found"
 
 
-def unsupported_words(caption, references: list[str], dependence=None) -> list[dict]:
+def unsupported_words(caption, references: list[str], guessed=None) -> list[dict]:
     """The object words of a `grounding.Caption` that nothing supports (the detector did not find
-    their class and no reference names it), each with `why_unsupported`'s cause; `dependence`: each
-    step's visual dependence, when measured (else never "said from the words before it")."""
+    their class and no reference names it), each with `why_unsupported`'s cause; `guessed`: per
+    step, would the model have said it of most photos, when measured (else never "said from the
+    words before it")."""
     there = set().union(*map(named, references))
     out = []
     for t, (word, cls) in enumerate(zip(caption.words, step_classes(caption.words))):
         if cls is not None and cls not in caption.regions.labels and cls not in there:
-            seen = None if dependence is None else float(dependence[t])
+            said = None if guessed is None else bool(guessed[t])
             out.append({"word": word, "step": t,
-                        "why": why_unsupported(word, caption.attention[t], caption.units, caption.regions, seen)})
+                        "why": why_unsupported(word, caption.attention[t], caption.units, caption.regions, said)})
     return out
 
 
@@ -135,5 +135,5 @@ def unsupported_block(records: list[dict]) -> dict:
     with a few examples (word, cause, photo)."""
     words = [dict(w, image=r["id"]) for r in records for w in r.get("unsupported", [])]
     counts = {name: sum(key in w["why"] for w in words) for name, key in CAUSES.items()}
-    return {"words": len(words), **counts, "dependence": "not measured (evaluate reads cached features; triage and "
-            "the app measure it)", "examples": [f"{w['word']}: {w['why']} ({w['image']})" for w in words[:10]]}
+    return {"words": len(words), **counts, "said_of_most_photos": "not measured (evaluate reads cached features; "
+            "triage and the app measure it)", "examples": [f"{w['word']}: {w['why']} ({w['image']})" for w in words[:10]]}

@@ -30,7 +30,6 @@ from ..engine.images import GRID
 from .explain import Pipeline, explain
 from .explain.imputers import check_imputer
 
-SEEN = 0.3   # nats: a word whose log-prob falls less than this when the photo is hidden (`seen_dependence`) was guessed
 LEVELS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9)   # shares of the photo hidden
 RANDOM_DRAWS = 2
 
@@ -264,13 +263,6 @@ def visual_dependence(pipe: Pipeline, imputer: str = "blur") -> np.ndarray:
 
 def seen_dependence(pipe: Pipeline) -> np.ndarray:
     """(T,) the larger of the two visual dependences: the photo blurred away (colour and layout stay)
-    and the photo removed (its mean colour, nothing of its layout). The stated rule: a word was
-    GUESSED when its log-prob falls by less than SEEN nats under both, i.e. neither hiding of the
-    photo mattered to it; "said, not seen" is an object word guessed so."""
+    and the photo removed (its mean colour, nothing of its layout): a figure, not the guessed verdict
+    (a hidden photo is one no model was trained on: language_prior.py measures guessing instead)."""
     return np.maximum(visual_dependence(pipe, "blur"), visual_dependence(pipe, "road"))
-
-
-def said_not_seen(words: list[str], dependence: np.ndarray) -> list[str]:
-    """The words naming a COCO object whose visual dependence is below SEEN."""
-    from .grounding import word_class
-    return [w for w, d in zip(words, dependence) if word_class(w) and d < SEEN]

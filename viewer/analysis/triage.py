@@ -18,7 +18,8 @@ from .diagnose import sanity
 from .explain import Pipeline, available_methods
 from .grounding import grounding, grounding_summary, trace_caption, word_class
 from .hallucination import unsupported_words
-from .pixel_faithfulness import said_not_seen, seen_dependence
+from .language_prior import caption_prior, said_not_seen
+from .pixel_faithfulness import seen_dependence
 from .evaluate import score_captions
 from ..engine.images import ImageError, load_photo
 from ..engine.render import render_strip
@@ -28,10 +29,11 @@ SORT_KEYS = {"score": "CIDEr", "grounding": "grounding", "confidence": "confiden
 
 
 def triage_records(captioner, model: str, items: list[dict], references: dict[str, list[str]] | None = None,
-                   settings: DecodeSettings | None = None) -> list[dict]:
+                   settings: DecodeSettings | None = None, prior_photos=None) -> list[dict]:
     """One record per photo of a chunk (`items`: index and id, the photo's path): caption, grounding,
-    confidence, sanity flags, how much the object words were seen, and what the report draws (its
-    thumbnail, word strip and trace); a photo that does not open is an error record."""
+    confidence, sanity flags, how much the object words were seen and which the model would have
+    said of most `prior_photos` (language_prior.References; None: not measured), and what the report
+    draws (its thumbnail, word strip and trace); a photo that does not open is an error record."""
     settings = settings or DecodeSettings()
     records, photos, indices = {}, [], []
     for item in items:
@@ -48,9 +50,9 @@ def triage_records(captioner, model: str, items: list[dict], references: dict[st
         for index, photo, beams, reg in zip(indices, photos, captioner.caption(photos, model, settings), regions):
             trace = beams[0]
             found = grounding(trace, reg)
-            looked, dependence = _looked_vs_used(captioner, photo, model, trace)
+            looked, guessed = _looked_vs_used(captioner, photo, model, trace, prior_photos)
             unsupported = unsupported_words(trace_caption(trace, reg), references[photo.name] if references else [],
-                                            dependence)
+                                            guessed)
             records[index] = {
                 "index": index, "id": photo.name, "caption": trace.caption,
                 "confidence": round(float(np.mean([s.logprob for s in trace.steps])), 4),
@@ -84,37 +86,43 @@ def reduce_triage(records: list[dict]) -> list[dict]:
 
 
 def triage(captioner, model: str, paths: list[str], references: dict[str, list[str]] | None = None,
-           settings: DecodeSettings | None = None, batch_size: int = 16, log=print) -> list[dict]:
+           settings: DecodeSettings | None = None, batch_size: int = 16, log=print, prior_photos=None) -> list[dict]:
     """In this process: one row per photo (`triage_records` a chunk at a time, then `reduce_triage`)."""
     records = []
     for i in range(0, len(paths), batch_size):
         chunk = [{"index": j, "id": p} for j, p in enumerate(paths[i:i + batch_size], i)]
-        records += triage_records(captioner, model, chunk, references, settings)
+        records += triage_records(captioner, model, chunk, references, settings, prior_photos)
         log(f"triage: {min(i + batch_size, len(paths))}/{len(paths)} photos")
     return reduce_triage(json.loads(json.dumps(records)))
 
 
-def _looked_vs_used(captioner, photo, model: str, trace) -> tuple[dict, np.ndarray | None]:
-    """`seen`: the lowest visual dependence of the caption's object words (nats; the larger drop of the
-    photo blurred away and removed, `seen_dependence`), `said_not_seen`: those below SEEN; and the
-    dependence of every step. Nothing for models that do not read our encoder."""
+def _looked_vs_used(captioner, photo, model: str, trace, prior_photos) -> tuple[dict, np.ndarray | None]:
+    """`seen`: the lowest visual dependence of the caption's object words (nats, a figure: the larger
+    drop of the photo blurred away and removed, `seen_dependence`); `said_not_seen`: the object
+    words the model would have said of most reference photos (language_prior.py; not measured
+    without `prior_photos`); and per step, that verdict. Nothing for models that do not read our encoder."""
     if available_methods(captioner, model) == ("attention",):
         return {}, None
-    dependence = seen_dependence(Pipeline(captioner, photo, model, trace.token_ids))
+    pipe = Pipeline(captioner, photo, model, trace.token_ids)
+    dependence = seen_dependence(pipe)
     words = trace.step_words()   # each word once, at its first token
     objects = [d for w, d in zip(words, dependence) if word_class(w)]
+    prior = None if prior_photos is None else caption_prior(pipe, prior_photos)
     return {"seen": round(float(min(objects)), 4) if objects else None,
-            "said_not_seen": " ".join(said_not_seen(words, dependence))}, dependence
+            "said_not_seen": "not measured" if prior is None else " ".join(said_not_seen(words, prior))}, \
+        None if prior is None else prior.said_of_most
 
 
 def answer_rows(captioner, model: str, records: list[dict]) -> list[dict]:
     """The answers worth a look, from `evaluate --questions --dependence` records: the wrong ones,
-    then those right but guessed (visual dependence under SEEN nats), each least seen first; one row
-    per question, drawn as a caption's row is (its caption: the question and the answer said). The
-    records keep no maps, so the listed questions are asked again here (milliseconds each)."""
-    from .pixel_faithfulness import SEEN
+    then those right but guessed (the same answer to the same question of most reference photos:
+    `said_of_others`, language_prior.py), each least seen first; one row per question, drawn as a
+    caption's row is (its caption: the question and the answer said). The records keep no maps, so
+    the listed questions are asked again here (milliseconds each)."""
+    from .language_prior import SHARE
     answered = [(r["id"], a) for r in records if "error" not in r for a in r["answers"]]
-    listed = [(p, a) for p, a in answered if a["said"] != a["answer"] or a["dependence"] < SEEN]
+    guessed = lambda a: (a.get("said_of_others") or 0.0) >= SHARE   # noqa: E731 - None: not measured
+    listed = [(p, a) for p, a in answered if a["said"] != a["answer"] or guessed(a)]
     listed.sort(key=lambda pa: (pa[1]["said"] == pa[1]["answer"], pa[1]["dependence"]))
     by_photo: dict[str, list[int]] = {}
     for i, (p, _) in enumerate(listed):
@@ -131,7 +139,7 @@ def answer_rows(captioner, model: str, records: list[dict]) -> list[dict]:
         out.append({"image": path, "question": a["question"], "caption": f"{a['question']} -> {a['said']} (the captions: {a['answer']})",
                     "answer": a["answer"], "right": a["said"] == a["answer"], "references": [f"answer from the captions: {a['answer']}"],
                     "confidence": round(trace.steps[0].logprob, 4), "seen": a["dependence"],
-                    "said_not_seen": a["said"] if a["dependence"] < SEEN else "", "trace": trace.to_json(),
+                    "said_not_seen": a["said"] if guessed(a) else "", "trace": trace.to_json(),
                     "thumb": thumb, "strip": _data_uri(render_strip(rgb, trace, tile=160, per_row=1), 320)})
     return out
 

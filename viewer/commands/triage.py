@@ -35,8 +35,11 @@ def add_parser(sub) -> None:
 
 def open_worker(opts: dict):
     """Once per worker: the model (and the references); returns items -> records."""
+    import os
+    from ..analysis.language_prior import References
     from ..analysis.triage import triage_records
     from ..data.datasets import load_dataset
+    from ..paths import FLICKR8K
     from ..engine.decoding import DecodeSettings
     from ..engine.pipeline import Captioner
     captioner = Captioner(opts["device"], checkpoint_dir=opts["checkpoints"], feature_files=opts["features"])
@@ -44,9 +47,11 @@ def open_worker(opts: dict):
     data = load_dataset(opts["data"]) if opts["data"] else None
     settings = DecodeSettings(beam_size=opts["beam"])
 
+    prior_photos = References.of(data or (load_dataset(FLICKR8K) if os.path.isdir(FLICKR8K) else None))
+
     def records(items: list[dict]) -> list[dict]:
         refs = None if data is None else {it["id"]: data.captions[it["id"]] for it in items}
-        return triage_records(captioner, opts["model_arg"], items, refs, settings)
+        return triage_records(captioner, opts["model_arg"], items, refs, settings, prior_photos)
     return records
 
 
