@@ -27,6 +27,15 @@ from .session import Exploration, Studio, Style, jpeg, thumbnail, unit_at
 TRIAGE_COLUMNS = ["rank", "image", "caption", "CIDEr", "grounding", "confidence", "seen", "said_not_seen"]
 
 
+def triage_note(has_runs: bool, model: str | None) -> str:
+    """Triage's line above the table: how to make a run (the command, from the project folder) and, with
+    none yet, that the table stays empty until one is made."""
+    command = f"python -m viewer triage --model {model or 'MODEL'} --data ../shared/data/flickr8k"
+    lead = ("Click a row to open that photo in Explore (an answer's row: with its question, ready to Ask)."
+            if has_runs else "No triage runs yet: the table fills once you make one.")
+    return f"{lead} A run ranks photos worst first: run `{command}` in the project folder, then *Refresh the list*."
+
+
 def triage_table(rows: list[dict]) -> list[list]:
     """The triage table's cells (TRIAGE_COLUMNS): photos by file name, missing values blank."""
     return [[os.path.basename(r.get(c, "")) if c == "image" else r.get(c, "") for c in TRIAGE_COLUMNS] for r in rows]
@@ -41,9 +50,9 @@ def score_html(caption: str, scores: dict, corpus: bool) -> str:
 
 def compare_line(trace: AttentionTrace, step: int) -> str:
     """Compare's line for one model: its name, the caption's total log-probability, the words with
-    word `step` (0-based) in bold."""
+    word `step` (0-based) in bold; <end> is left out (the trace keeps its step)."""
     chosen = trace.word_at(step)
-    words = [f"**[{w.text}]**" if w == chosen else w.text for w in trace.word_spans]
+    words = [f"**[{w.text}]**" if w == chosen else w.text for w in trace.word_spans if w.text != "<end>"]
     asked = f"{trace.question} → " if trace.question else ""   # an answer: its question first
     return f"**{trace.model}** (log p {sum(s.logprob for s in trace.steps):.2f}): {asked}" + " ".join(words)
 
@@ -92,11 +101,11 @@ def diagnosis(studio: Studio, ex: Exploration) -> str:
              "never attended"]
     if "hard_left_argmax" in report:
         flags.append(f"the hard sample left alpha's argmax at {report['hard_left_argmax']:.0%} of the words")
-    seen, units = studio.visual_dependence(ex), trace_units(ex.trace)
+    guessed, units = studio.guessed(ex), trace_units(ex.trace)
 
     def why(g) -> str:   # an object word whose class the detector did not find: what went wrong
         return html.escape(why_unsupported(g.word, ex.trace.steps[g.step].attention, units, regions,
-                                           None if seen is None else float(seen[g.step])))
+                                           None if guessed is None else bool(guessed[g.step])))
     rows = "".join(
         f"<tr><td>{html.escape(g.word)}</td><td>{html.escape(g.coco_class)}</td><td>"
         + (f"not detected: {why(g)}" if g.inside is None else f"{g.inside:.0%} inside its boxes")
@@ -210,7 +219,8 @@ def trust_card(studio: Studio, ex: Exploration, style: Style) -> str:
                  else "peak on the object" if hit[0].hit else "peak off the object")
         img = base64.b64encode(jpeg(render_heatmap(small, grid, style.upsampling, style.colormap, style.opacity,
                                                    style.scale, bar=False), 85)).decode()
-        aucs = " &middot; ".join(f'{IMPUTER_NAMES[imp]} <b class="auc" data-imputer="{imp}">{c.auc(m)[t]:.2f}</b>'
+        aucs = " &middot; ".join(f'<span title="{IMPUTER_TIPS[imp]}">{IMPUTER_NAMES[imp]}</span> '
+                                 f'<b class="auc" data-imputer="{imp}">{c.auc(m)[t]:.2f}</b>'
                                  for imp, c in curves.items())
         tiles.append(f'<div class="trust-tile" data-method="{m}"><img src="data:image/jpeg;base64,{img}" '
                      f'alt="{html.escape(m)}"/><div><b>{html.escape(METHOD_LABELS[m])}</b></div>'
@@ -238,6 +248,8 @@ def trust_card(studio: Studio, ex: Exploration, style: Style) -> str:
 
 
 IMPUTER_NAMES = {"blur": "blur", "road": "ROAD imputer"}
+IMPUTER_TIPS = {"blur": "The hidden parts of the photo are blurred.",
+                "road": "The hidden parts are filled in from their neighbours, with a little noise."}
 
 
 # --- lecture mode --------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ from ..analysis.language_prior import References, caption_prior, verdict
 from ..analysis.pixel_faithfulness import Deletion, deletion, seen_dependence
 
 STRATEGY_LABELS = {"Beam search": "beam", "Greedy": "greedy", "Sampling": "sample"}
+FLICKR8K_LINE = ("Every model here learnt from Flickr8k's 6,000 photos: mostly people and dogs; "
+                 "other scenes get Flickr8k words.")
 
 
 MEAN_HEADS = "mean of the last layer's heads"
@@ -216,6 +218,28 @@ def _look(path: str | None) -> str:
         return "attention"
 
 
+def _trained_on(path: str) -> str | None:
+    """The data the checkpoint at `path` says it learnt from (its metadata's training.data), else None."""
+    from ..engine.checkpoints import CheckpointError, read_meta
+    try:
+        training = read_meta(path).get("training")
+    except CheckpointError:
+        return None
+    return training.get("data") if isinstance(training, dict) else None
+
+
+def trained_on_line(data: dict[str, str | None]) -> str:
+    """One line on what the models (name -> the data their metadata names, None: unsaid) have read:
+    the Flickr8k line when none names other data, else each data set with its models."""
+    if all(d is None or d.lower().startswith("flickr8k") for d in data.values()):
+        return FLICKR8K_LINE
+    by_data: dict[str, list[str]] = {}
+    for name, d in data.items():
+        by_data.setdefault(d or "not stated", []).append(name)
+    return ("Learnt from " + "; ".join(f"{d} ({', '.join(names)})" for d, names in by_data.items())
+            + ": scenes unlike those photos get those photos' words.")
+
+
 class Studio:
     """Shared by all sessions: the captioner and a bounded cache of decodes (thread-safe)."""
 
@@ -255,6 +279,12 @@ class Studio:
         from ..engine.checkpoints import available
         found = available(self.captioner.checkpoint_dir, task=task)
         return sorted(found, key=lambda name: _look(found[name]) == "none") if task == "answer" else list(found)
+
+    def trained_on(self, task: str = "caption") -> str:
+        """What the models of `task` have read, in one line (`trained_on_line`), from their checkpoints."""
+        from ..engine.checkpoints import available
+        return trained_on_line({name: _trained_on(path) for name, path in
+                                available(self.captioner.checkpoint_dir, task=task).items()})
 
     def look(self, name: str) -> str:
         """How a question answering model reads the photo (its hparams' `look`, models/vqa.py):

@@ -301,6 +301,11 @@ class Handlers:
             path = self.studio.export_png(ex, draw(ex, st), kind)
         return gr.File(value=path, visible=True)
 
+    def refresh_triage(self):
+        """The triage runs now, and the line above the table to match."""
+        runs = self.studio.triage_runs()
+        return gr.Dropdown(choices=runs), P.triage_note(bool(runs), self.models[0] if self.models else None)
+
     @friendly
     def load_triage(self, name):
         if not name:
@@ -462,14 +467,14 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
             with gr.Tab("Explore", id="explore"):
                 with gr.Row():
                     with gr.Column(scale=1, min_width=320, elem_id="inputs"):
-                        _explore_inputs(c, models)
+                        _explore_inputs(c, models, studio.trained_on())
                     with gr.Column(scale=3, elem_id="stage"):
                         _explore_stage(c, studio, models, lecture)
                         _explore_panels(c)
             with gr.Tab("Compare", id="compare"):
                 _compare_tab(c, studio, models)
             with gr.Tab("Triage", id="triage"):
-                _triage_tab(c, studio)
+                _triage_tab(c, studio, models[0] if models else None)
         c.style = [c.upsampling, c.colormap, c.opacity, c.scale, c.show_alpha, c.hard_samples, c.head]
         c.step_outputs = [c.step, c.view, c.caption]   # a new trace, or the server moved the word
         _wire_explore(c, h)
@@ -479,40 +484,54 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
     return demo
 
 
-def _explore_inputs(c, models: list[str]):
-    """Explore, left column: the photo, the model, decoding and overlay settings."""
+def _explore_inputs(c, models: list[str], trained_on: str):
+    """Explore, left column: the photo, the model (`trained_on`: what the models have read), decoding and
+    overlay settings."""
     examples = [os.path.join(ASSETS, n) for n in sorted(os.listdir(ASSETS)) if n.endswith(".jpg")]
     c.photo = PhotoInput(label="Photo: upload, paste or drop", type="filepath", elem_id="photo",
                        sources=["upload", "clipboard"], height=260)
     gr.Examples(examples, inputs=c.photo, label="Examples")
     c.model = gr.Dropdown(models, value=models[0] if models else None, label="Model",
-                        elem_id="model")
+                        info=trained_on, elem_id="model")
     with gr.Accordion("Decoding", open=False, elem_classes=HIDDEN):
         c.strategy = gr.Radio(list(S.STRATEGY_LABELS), value="Beam search", label="Strategy",
-                            elem_id="strategy")
-        c.beam = gr.Slider(1, 8, value=3, step=1, label="Beam size")
-        c.temperature = gr.Slider(0.1, 2.0, value=1.0, step=0.1, label="Temperature (sampling)")
-        c.seed = gr.Number(0, precision=0, label="Seed (sampling, hard attention)")
+                            info="Beam search keeps the best few captions as it goes; greedy takes the likeliest "
+                                 "word each time; sampling draws words at random.", elem_id="strategy")
+        c.beam = gr.Slider(1, 8, value=3, step=1, label="Beam size",
+                            info="How many captions beam search keeps in play at each word (1: greedy).")
+        c.temperature = gr.Slider(0.1, 2.0, value=1.0, step=0.1, label="Temperature (sampling)",
+                                   info="Below 1 sampling picks likely words; above 1, surprising ones.")
+        c.seed = gr.Number(0, precision=0, label="Seed (sampling, hard attention)",
+                           info="The same seed draws the same random choices again.")
         c.max_len = gr.Slider(3, 30, value=20, step=1, label="Max words")
     c.mention = gr.Textbox(label="Must mention (beam search that includes these words: comma-separated, "
-                                 "'a|b' for either)", placeholder="bear, kite", elem_id="mention")
+                                 "'a|b' for either)", placeholder="bear, kite", elem_id="mention",
+                         info="The caption is made to contain these words, even if the model would not say them.")
     c.guides = gr.CheckboxGroup([RULE_OUT, NAME_DETECTED], value=GUIDES_BY_DEFAULT,
-                                label="Guided by what the detector sees (beam search and greedy)", elem_id="guides")
+                                label="Guided by what the detector sees (beam search and greedy)", elem_id="guides",
+                                info="An object detector looks at the photo first; these switches keep the caption "
+                                     "to the objects it found.")
     c.run = gr.Button("Caption", variant="primary", elem_id="run")
     c.status = gr.Markdown(elem_id="status")
     with gr.Accordion("Overlay", open=True, elem_classes=HIDDEN):
         c.upsampling = gr.Radio(list(UPSAMPLING), value="smooth", label="Upsampling",
+                              info="How the coarse map is stretched over the photo: smoothly or as blocks.",
                               elem_id="upsampling")
         c.colormap = gr.Dropdown(list(COLORMAPS), value="paper", label="Colours (paper: the "
                                "figures of Show, Attend and Tell)", elem_id="colormap")
         c.opacity = gr.Slider(0.0, 1.0, value=0.8, step=0.05, label="Opacity", elem_id="opacity")
         c.scale = gr.Radio(list(SCALES), value="absolute", elem_id="scale",
                          label="Scale: absolute (same brightness, same weight, on every word and "
-                               "model) or stretch (each map to its own range)")
-        c.show_alpha = gr.Checkbox(True, label="Hard attention: show alpha under the sampled cell")
-        c.hard_samples = gr.Slider(1, 20, value=1, step=1, label="Hard attention: cells drawn")
+                               "model) or stretch (each map to its own range)",
+                         info="Absolute lets you compare maps; stretch shows the shape of a faint one.")
+        c.show_alpha = gr.Checkbox(True, label="Hard attention: show alpha under the sampled cell",
+                                   info="A hard-attention model looks at one cell, drawn from its map (alpha).")
+        c.hard_samples = gr.Slider(1, 20, value=1, step=1, label="Hard attention: cells drawn",
+                                    info="How many cells to draw from the map, to show where it might look.")
         c.head = gr.Dropdown([S.MEAN_HEADS], value=S.MEAN_HEADS, elem_id="head",
-                           label="Transformer: which cross-attention map")
+                           label="Transformer: which cross-attention map",
+                           info="A Transformer looks at the photo with several heads in each layer; pick one, "
+                                "or their mean.")
 
 
 def _explore_stage(c, studio: S.Studio, models: list[str], lecture: bool):
@@ -533,7 +552,7 @@ def _explore_stage(c, studio: S.Studio, models: list[str], lecture: bool):
                                       "it read the answer from", placeholder="what is the dog catching?",
                                 elem_id="question", scale=4)
         c.answer_model = gr.Dropdown(answerers, value=answerers[0] if answerers else None, label="Answered by",
-                                     elem_id="answer-model", scale=1, min_width=140)
+                                     info=studio.trained_on("answer"), elem_id="answer-model", scale=1, min_width=140)
         c.ask = gr.Button("Ask", elem_id="ask", scale=0, min_width=80)
     if answerers:   # a click sets the photo and its question (folded away in lecture mode: type there)
         pairs = [(photo, q) for photo, qs in EXAMPLE_QUESTIONS.items() for q in qs]
@@ -555,7 +574,9 @@ def _explore_stage(c, studio: S.Studio, models: list[str], lecture: bool):
     c.step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="step")
     c.explain_with = gr.Radio([METHOD_LABELS["attention"]], value=METHOD_LABELS["attention"], elem_id="explain-with",
                               label="Explain with: where the model looked (attention), or what the word used "
-                                    "(maps computed for the whole caption)", elem_classes=HIDDEN)
+                                    "(maps computed for the whole caption)", elem_classes=HIDDEN,
+                              info="Attention is where the model looked; the others hide parts of the photo to "
+                                   "find what the word needed.")
     c.click_mode = gr.Radio([STEER, HIDE], value=STEER, label="Clicking the photo", elem_id="click-mode",
                           elem_classes=HIDDEN)
     with gr.Row(elem_classes=HIDDEN):
@@ -621,11 +642,15 @@ def _compare_tab(c, studio: S.Studio, models: list[str]):
     """Compare: the same photo, 1 to 3 models (or Explore's model several ways), synchronised words."""
     gr.Markdown(f"Same photo (from Explore), {MODELS_COMPARED}, synchronised words.")
     with gr.Row():
-        c.cmp_models = gr.CheckboxGroup(models, value=models[:COMPARE_VIEWS], label="Models", elem_id="cmp-models")
+        c.cmp_models = gr.CheckboxGroup(models, value=models[:COMPARE_VIEWS], label="Models", elem_id="cmp-models",
+                                    info=studio.trained_on())
         c.cmp_mode = gr.Radio(["Each model's own caption", "Same caption for all", METHODS_MODE, GUIDANCE_MODE]
                             + ([QUESTION_MODE] if studio.models("answer") else []),
-                            value="Same caption for all", label="Words", elem_id="cmp-mode")
+                            value="Same caption for all", label="Words", elem_id="cmp-mode",
+                            info="Which words the views show: each model's own, one caption for all (so the "
+                                 "maps compare), or Explore's caption by method or by guidance.")
         c.cmp_text = gr.Textbox(label="Caption to force (empty: the first model's caption)",
+                              info="Every model is made to say this caption, to see where each looks for its words.",
                               elem_id="cmp-text")
     c.cmp_question = gr.Textbox(label=f"{QUESTION_MODE}: the question (answered by Explore's Answered by), "
                                       "e.g. \"what is running?\" beside the word \"dog\"", elem_id="cmp-question",
@@ -642,14 +667,14 @@ def _compare_tab(c, studio: S.Studio, models: list[str]):
     c.cmp_download = gr.File(label="Download", elem_id="cmp-download", interactive=False, visible=False)
 
 
-def _triage_tab(c, studio: S.Studio):
-    """Triage: open any row of a triage report in Explore."""
-    gr.Markdown(f"Runs of `python -m viewer triage --out {studio.triage_dir}/NAME ...`, worst first. "
-                "Click a row to open that photo in Explore (an answer's row: with its question, ready to Ask).")
+def _triage_tab(c, studio: S.Studio, model: str | None):
+    """Triage: open any row of a triage report in Explore; with none, how to make one (`model` in the command)."""
+    runs = studio.triage_runs()
+    c.triage_note = gr.Markdown(P.triage_note(bool(runs), model))
     with gr.Row():
-        c.triage_run = gr.Dropdown(studio.triage_runs(), label="Run", elem_id="triage-run")
+        c.triage_run = gr.Dropdown(runs, label="Run", elem_id="triage-run")
         c.triage_refresh = gr.Button("Refresh the list", size="sm")
-    c.triage_table = gr.Dataframe(interactive=False, elem_id="triage-table", wrap=True)
+    c.triage_table = gr.Dataframe(headers=P.TRIAGE_COLUMNS, interactive=False, elem_id="triage-table", wrap=True)
     c.triage_rows = gr.State([])
 
 
@@ -731,7 +756,7 @@ def _wire_tools(c, h: Handlers, studio: S.Studio):
                       (c.json_btn, "json")):
         btn.click(functools.partial(h.export, kind), [c.explored, c.step, *c.style], c.download)
     c.triage_run.change(h.load_triage, c.triage_run, [c.triage_rows, c.triage_table])
-    c.triage_refresh.click(lambda: gr.Dropdown(choices=studio.triage_runs()), None, c.triage_run)
+    c.triage_refresh.click(h.refresh_triage, None, [c.triage_run, c.triage_note])
     _caption_event(c, h, c.triage_table.select(h.open_row, c.triage_rows,
                                                      [c.photo, c.model, c.tabs, c.question, c.answer_model]).success)
     c.diagnose_btn.click(h.diagnose, [c.explored, c.step], c.diagnosis, **MODEL)
