@@ -89,17 +89,20 @@ def test_compare_methods_mode_is_one_caption_one_column_per_method(studio, explo
     assert len({tuple(s.word for s in t.steps) for t in traces}) == 1
 
 
-def test_caption_words_are_coloured_by_visual_dependence(studio, explored):
+def test_caption_words_are_coloured_by_what_the_model_would_have_said_of_most_photos(studio, explored):
+    """Visual dependence stays a figure (the larger drop of the photo blurred away and removed); the
+    grey and red words are the language-prior verdict's (`Studio.guessed`), shown once measured."""
     ex = explored
     seen = studio.visual_dependence(ex)
     pipe = studio.pipe(ex)
     import torch
     blurred = (pipe.base() - pipe.logprobs(torch.zeros(1, 14, 14))[0]).numpy()
     removed = (pipe.base() - pipe.logprobs(torch.zeros(1, 14, 14), "road")[0]).numpy()
-    assert np.allclose(seen, np.maximum(blurred, removed), atol=1e-5)       # guessed only if neither hiding mattered
+    assert np.allclose(seen, np.maximum(blurred, removed), atol=1e-5)
     assert not np.allclose(blurred, removed)                               # the two baselines differ
-    ex.dependence[ex.tokens] = np.where(np.arange(len(seen)) == 0, -1.0, 5.0)   # only word 1 "guessed"
     ex.step = ex.n_steps - 1
+    assert all(label is None for _, label in S.caption_tokens(ex))       # not measured yet: nothing grey
+    ex.guessed[ex.tokens] = np.arange(len(seen)) == 0                       # only word 1 "would have said it"
     labels = [label for _, label in S.caption_tokens(ex)]
     from viewer.analysis.grounding import word_class
     first = ex.trace.word_at(0).text

@@ -644,7 +644,7 @@ def test_an_imported_model_is_evaluated_from_the_photos_with_grounding(sgrvinod_
     result = json.loads(capsys.readouterr().out)
     assert result["images"] == 2 and "CIDEr" in result
     forced = result["grounding"]["references_forced"]
-    assert forced["object_words"] == 3 and forced["detected"] == 3        # chelsea.jpg: "cat" in all 3 captions
+    assert forced["object_words"] == 4 and forced["detected"] == 4        # chelsea.jpg: "cat" in all 3 captions, "tabby" (a cat) in one
     assert forced["entropy_uniform"] == round(float(np.log(196)), 4)
     # the block is computed from the imported model's forced attention: recompute it here
     from viewer.analysis.grounding import Caption, grid_units, grounding_block
@@ -657,7 +657,7 @@ def test_an_imported_model_is_evaluated_from_the_photos_with_grounding(sgrvinod_
         feats = captioner.features([photo], with_regions=True)[0]
         for ref in data.captions[path]:
             trace = captioner.force([photo], "sg", [ref])[0]
-            captions.append(Caption(i, [s.word for s in trace.steps], np.stack([s.attention for s in trace.steps]),
+            captions.append(Caption(i, trace.step_words(), np.stack([s.attention for s in trace.steps]),
                                     grid_units(196), feats.regions, (photo.width, photo.height)))
     again = grounding_block(captions)
     assert again["object_words"] == forced["object_words"] and again["detected"] == forced["detected"]

@@ -166,7 +166,7 @@ def test_evaluate_cli_writes_the_explain_block(tiny_checkpoints, tiny_data, cach
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     block = result["explain"]   # dev-select is chelsea.jpg: "a tabby cat looks to the side"
-    assert block["photos"] == 1 and block["object_words"] == 1 and block["sanity"] is None
+    assert block["photos"] == 1 and block["object_words"] == 2 and block["sanity"] is None   # "tabby" is a cat too (CHAIR's list)
     assert set(block["methods"]) == {"attention", "gradcam"} and "grounding" in result
 
 

@@ -215,14 +215,14 @@ def test_the_apps_caption_and_panels_show_words(subword):
     cap, model, photo, trace = subword
     ex = S.Exploration(photo, model, DecodeSettings(strategy="forced"), [trace])
     shown = "".join(text for text, _ in S.caption_tokens(ex))
-    assert shown.split()[:-1] == tokenize(CAPTION)               # words apart, a word's tokens together
+    assert shown.split() == tokenize(CAPTION)                    # words apart, a word's tokens together; no <end>
     w = next(w for w in trace.word_spans if w.text == "bicycle")
     assert S.first_steps(trace)[w.last] == w.first              # a click anywhere on "bicycle" selects its first token
     ex.step = w.first + 1
     panel = P.step_panel(ex)
     assert "<b>bicycle (token 2 of" in panel
     assert not any(m in panel for m in ("Ġ", "##"))              # the next-word choices are readable text
-    assert P.compare_line(trace, w.last).endswith("**[bicycle]** <end>")
+    assert P.compare_line(trace, w.last).endswith("**[bicycle]**")
 
 
 def test_branching_takes_the_chosen_alternatives_token(subword):
