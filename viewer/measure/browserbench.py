@@ -512,16 +512,16 @@ def _bench_model(page: Page, model: str, photos, warm_photo, copies, clicks, arr
             add("caption", r)
             if r["outcome"] in ("shown", "unchanged"):     # else the page may still show the last caption
                 _step_through(page, add, clicks, arrows, ticks)
-                if ask:
-                    page.settle(300)
-                    question = ASK_QUESTIONS[len(out["samples"]) % len(ASK_QUESTIONS)]
-                    add("ask", page.ask(question, caption_timeout_s * 1000), question=question)
-                if explain:
+                if explain:   # before asking: the caption's words are the ones to step through (an answer is one)
                     page.settle(300)
                     add("explain", page.explain(explain, caption_timeout_s * 1000), method=explain)
                     at = page.step_value()   # clicking the word shown changes nothing: the others
                     for index in [i for i in word_targets(page.words(), clicks + 1) if i + 1 != at][:clicks]:
                         add("explain-click", page.click_word(index), word=index + 1)
+                if ask:
+                    page.settle(300)
+                    question = ASK_QUESTIONS[len(out["samples"]) % len(ASK_QUESTIONS)]
+                    add("ask", page.ask(question, caption_timeout_s * 1000), question=question)
         except Exception as err:  # noqa: BLE001 - one photo's failure is reported, the run goes on
             out["errors"].append(f"{name}: {type(err).__name__}: {err}")
         log(f"{model}: {name} " + " ".join(f"{s['kind']}={s.get('ms', s['outcome'])}" for s in out["samples"]
