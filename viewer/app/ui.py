@@ -552,7 +552,7 @@ def _explore_stage(c, studio: S.Studio, models: list[str], lecture: bool):
                                       "it read the answer from", placeholder="what is the dog catching?",
                                 elem_id="question", scale=4)
         c.answer_model = gr.Dropdown(answerers, value=answerers[0] if answerers else None, label="Answered by",
-                                     info=studio.trained_on("answer"), elem_id="answer-model", scale=1, min_width=140)
+                                     elem_id="answer-model", scale=1, min_width=140)   # no info line: the row stays one line high
         c.ask = gr.Button("Ask", elem_id="ask", scale=0, min_width=80)
     if answerers:   # a click sets the photo and its question (folded away in lecture mode: type there)
         pairs = [(photo, q) for photo, qs in EXAMPLE_QUESTIONS.items() for q in qs]
