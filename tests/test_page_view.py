@@ -236,6 +236,7 @@ def test_hovering_the_photo_tints_each_word_by_its_attention_there(server):
         ex = studio.explore(os.path.join(ASSETS, "coffee.jpg"), model, DecodeSettings(beam_size=3))
         trace = ex.trace
         row, col = 4, 9
+        page.locator("#view canvas").scroll_into_view_if_needed()   # the pointer only reaches what is on screen
         box = page.evaluate("() => window.__viewerMain.picture()")   # the photo's box on the screen
         x = box["left"] + (col + 0.5) / trace.grid_side * box["width"]
         y = box["top"] + (row + 0.5) / trace.grid_side * box["height"]
