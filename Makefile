@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test setup browser java install-check qa speed naming guide-choice novel rescore world-data
+.PHONY: run test setup browser java install-check qa speed naming guide-choice novel rescore world-data world world-eval
 
 $(VENV)/installed.stamp: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -119,3 +119,21 @@ SHARED ?= ../shared/data
 world-data: setup
 	$(PY) -m viewer world-data --coco $(SHARED)/coco-photos --captions $(SHARED)/coco-captions \
 	  --flickr30k $(SHARED)/flickr30k-captions --flickr8k $(SHARED)/flickr8k --out runs/world
+
+# Models that have read COCO (issue "Speak the world"): `sat-soft` warm-started from the shipped one on
+# Flickr8k + the COCO pseudo-pairs of runs/world (make world-data first), with its grown vocabulary, the
+# word-level gate at WORLD_GATE and without it (the ablation's two rows), WORLD_EPOCHS epochs, every
+# epoch kept; resumable (run again to continue). Two runs side by side, one thread each: about
+# 20 minutes an epoch on 2 cores. Then world-eval: proxy CHAIR and recall on the choice part.
+WORLD_EPOCHS ?= 3
+WORLD_GATE ?= 0.3
+WORLD_ARGS = --data $(DATA) --world runs/world --coco $(SHARED)/coco-photos --init-from checkpoints/sat-soft.safetensors \
+  --epochs $(WORLD_EPOCHS) --lr 4e-4 --keep-epochs --resume
+world: setup
+	OMP_NUM_THREADS=1 $(PY) -m viewer train --model sat-soft $(WORLD_ARGS) --out runs/world-sat-soft & pid=$$!; \
+	  OMP_NUM_THREADS=1 $(PY) -m viewer train --model sat-soft $(WORLD_ARGS) --gate $(WORLD_GATE) \
+	  --out runs/world-sat-soft-gate$(WORLD_GATE) && wait $$pid
+WORLD_MODELS ?= sat-soft,updown-copy,runs/world-sat-soft/best.safetensors,runs/world-sat-soft-gate$(WORLD_GATE)/best.safetensors
+world-eval: setup
+	$(PY) -m viewer world-eval --world runs/world --coco $(SHARED)/coco-photos --captions $(SHARED)/coco-captions \
+	  --flickr30k $(SHARED)/flickr30k-captions --models $(WORLD_MODELS) --out reports/world/choice.json

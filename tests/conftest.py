@@ -117,7 +117,7 @@ def tiny_checkpoints(tiny_corpus, tmp_path_factory) -> str:
         model = build_model(model_type, **hparams)
         opt = torch.optim.Adam(model.parameters(), lr=3e-3)
         feats, mask = table.batch(paths, "cpu")
-        tokens, image_index = make_batch(paths, encoded, "cpu")
+        tokens, image_index, _ = make_batch(paths, encoded, "cpu")
         model.train()
         for _ in range(150):
             loss, _ = model.loss(feats, mask, tokens, image_index)

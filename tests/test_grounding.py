@@ -111,7 +111,7 @@ def test_training_targets_follow_the_cached_boxes_of_the_named_class(tiny_corpus
 
     paths, cache, vocab, encoded = tiny_corpus
     targets = GroundingTargets(paths, cache, "grid", vocab, weight=0.5)
-    tokens, image_index = make_batch(paths, encoded, "cpu")
+    tokens, image_index, _ = make_batch(paths, encoded, "cpu")
     batch = targets.batch(paths, tokens, image_index, 196)
     assert batch.inside.shape == (tokens.shape[1] - 1, len(tokens), 196) and batch.weight == 0.5
     cat = paths.index(next(p for p in paths if p.endswith("chelsea.jpg")))
@@ -154,7 +154,7 @@ def test_training_targets_for_region_models_are_over_each_photos_regions(tiny_co
 
     paths, cache, vocab, encoded = tiny_corpus
     targets = GroundingTargets(paths, cache, "regions", vocab, weight=1.0)
-    tokens, image_index = make_batch(paths, encoded, "cpu")
+    tokens, image_index, _ = make_batch(paths, encoded, "cpu")
     k = max(len(cache.regions(p).labels) for p in paths) + 3
     batch = targets.batch(paths, tokens, image_index, k)
     assert batch.inside.shape == (tokens.shape[1] - 1, len(tokens), k)

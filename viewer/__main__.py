@@ -1,5 +1,5 @@
 """Command line: python -m viewer {caption,ask,models,train,average,evaluate,triage,bench,import,merge,qa-data,
-world-data} ...
+world-data,world-eval} ...
 
 Every command that takes a model accepts a name from checkpoints/ or a checkpoint path; each
 command is one module of viewer/commands/. Errors a person can fix (bad photo, unknown model,
@@ -11,11 +11,11 @@ import argparse
 import sys
 
 from .commands import (ask, average, bench, caption, evaluate, import_checkpoint, merge, models, qa_data, train, triage,
-                       world_data)
+                       world_data, world_eval)
 from .commands.parser import parser_for
 
 COMMANDS = (caption, ask, models, train, average, evaluate, triage, bench, import_checkpoint, merge, qa_data,
-            world_data)
+            world_data, world_eval)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,7 +14,7 @@ import sys
 
 # The commands of `python -m viewer` (viewer/__main__.py; tests/test_packaging.py keeps the two in step).
 SUBCOMMANDS = ("caption", "ask", "models", "train", "average", "evaluate", "triage", "bench", "import", "merge",
-               "qa-data", "world-data")
+               "qa-data", "world-data", "world-eval")
 GLOBAL_OPTIONS = ("--device", "--checkpoints")   # `python -m viewer --device cpu caption ...`
 
 

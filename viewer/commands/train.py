@@ -38,6 +38,14 @@ def add_parser(sub) -> None:
     p.add_argument("--hold-out", default="", metavar="CLASSES",
                    help="COCO classes (comma-separated) whose training captions are dropped: the novel-object "
                         "protocol (their words stay in the vocabulary)")
+    p.add_argument("--world", metavar="FOLDER", help="a folder `world-data` wrote: its COCO photos' pseudo-captions "
+                   "join training and its vocabulary (every COCO class word) replaces the counted one")
+    p.add_argument("--coco", metavar="FOLDER", help="with --world: the COCO photos folder (photos.txt, images/)")
+    p.add_argument("--gate", type=float, default=1.0,
+                   help="with --world: loss weight of a pseudo-caption's words that name no object the detector "
+                        "found on the photo (Honda et al.'s word-level gate; default 1: all count fully)")
+    p.add_argument("--keep-epochs", action="store_true",
+                   help="also save each epoch's weights (epoch-N.safetensors), to choose on other data than dev")
     p.set_defaults(func=run)
 
 
@@ -59,6 +67,8 @@ def run(args) -> int:
                       dev_split=args.dev_split, dev_images=args.dev_images, device=str(options.device(args)), cache=args.cache, resume=args.resume,
                       init_from=args.init_from, seed=args.seed, hparams=hparams, scst=args.scst,
                       ground_weight=args.ground_weight, warmup=args.warmup,
-                      hold_out=tuple(c.strip() for c in args.hold_out.split(",") if c.strip()))
+                      hold_out=tuple(c.strip() for c in args.hold_out.split(",") if c.strip()),
+                      world=args.world, coco=args.coco, gate=args.gate,
+                      keep_epochs=args.keep_epochs)
     train(cfg)
     return 0

@@ -17,6 +17,7 @@ import os
 import random
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from itertools import combinations
 
 from ..analysis.chair import COCO_CLASSES, mentions, singularize
@@ -218,3 +219,53 @@ def build(coco: str, coco_captions: str, flickr30k: str, flickr8k: str, out: str
               "threshold": threshold, "keep": keep, "seed": seed}
     write_json(os.path.join(out, "report.json"), report)
     return report
+
+
+# --- training on the pseudo-pairs -----------------------------------------------------------------
+
+@dataclass
+class PseudoPairs:
+    """A world-data folder read for training: each COCO train photo's pseudo-captions and the
+    classes the detector found on it (at the folder's threshold), and the grown vocabulary."""
+    captions: dict[str, list[str]]       # photo path -> pseudo-captions
+    labels: dict[str, frozenset[str]]    # photo path -> detected classes
+    vocab: Vocabulary
+    threshold: float
+
+
+def pseudo_pairs(out: str, coco: str) -> PseudoPairs:
+    """Read `out` (written by `build`) with the photos under `coco`; a choice-part photo among the
+    pseudo-pairs is an error, never training data."""
+    def read(name):
+        with open(os.path.join(out, name), encoding="utf-8") as f:
+            return json.load(f)
+    try:
+        pseudo, chosen, vocab = read("pseudo.json"), read("split.json"), read("vocab.json")
+    except OSError as err:
+        raise ValueError(f"{out}: not a world-data folder ({err.strerror}: {os.path.basename(err.filename)}); "
+                         "`python -m viewer world-data` writes one") from None
+    leaked = set(pseudo["captions"]) & set(chosen["choice"])
+    if leaked:
+        raise ValueError(f"{out}: {len(leaked)} photos of the choice part have pseudo-captions "
+                         f"(e.g. {min(leaked)}): rebuild it")
+    by_id = {photo_id(p): p for p in coco_photos(coco)}
+    missing = [pid for pid in pseudo["captions"] if pid not in by_id]
+    if missing:
+        raise ValueError(f"{coco}: {len(missing)} photos of {out}'s pseudo-captions are not listed there "
+                         f"(e.g. {missing[0]})")
+    labels = load_labels(out)
+    return PseudoPairs({by_id[pid]: caps for pid, caps in pseudo["captions"].items()},
+                       {by_id[pid]: labels_at(labels.get(pid, []), pseudo["threshold"]) for pid in pseudo["captions"]},
+                       Vocabulary(vocab["words"]), pseudo["threshold"])
+
+
+def gate_weights(words: list[str], labels: frozenset[str], gate: float) -> list[float]:
+    """Per word of a pseudo-caption, its weight in the loss (Honda et al. 2021's word-level gate):
+    1 for the words of an object the detector found on the photo, `gate` for every other word, which
+    the corpus caption may have said of another scene."""
+    weights = [gate] * len(words)
+    for m in mentions(words):
+        if m.coco_class in labels:
+            first = m.last - len(m.words.split()) + 1
+            weights[first:m.last + 1] = [1.0] * (m.last + 1 - first)
+    return weights

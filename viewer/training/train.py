@@ -24,7 +24,8 @@ from tqdm import tqdm
 from ..engine import checkpoints
 from ..data.cache import FeatureCache
 from ..data.datasets import load_dataset
-from ..engine.vocab import Vocabulary
+from ..engine.vocab import Vocabulary, tokenize
+from ..data.world import PseudoPairs, gate_weights, pseudo_pairs
 from ..engine.decoding import DecodeSettings
 from ..analysis.evaluate import evaluate_split
 from ..analysis.grounding import grid_units, inside_fractions, word_class
@@ -64,6 +65,10 @@ class TrainConfig:
     scst_samples: int = 5
     ground_weight: float = 0.0     # attention supervision on words naming a detected object (0: off)
     hold_out: tuple[str, ...] = ()  # COCO classes whose training captions are dropped (the novel-object protocol)
+    world: str | None = None       # a world-data folder: its COCO pseudo-pairs join training, its vocabulary is used
+    coco: str | None = None        # the COCO photos folder those pseudo-pairs name
+    gate: float = 1.0              # loss weight of a pseudo-caption's words that name no detected object
+    keep_epochs: bool = False      # also save each epoch's weights (epoch-N.safetensors, fp16), to choose on other data
     hparams: dict = field(default_factory=dict)
 
 
@@ -134,14 +139,25 @@ def length_buckets(paths, encoded, batch_images: int, rng: random.Random, pool: 
     return batches
 
 
-def make_batch(paths, encoded, device):
-    """All captions of the given images: tokens (N, T) padded with 0 (<pad>), and their image rows."""
+def make_batch(paths, encoded, device, weights=None):
+    """All captions of the given images: tokens (N, T) padded with 0 (<pad>), their image rows, and
+    (when `weights` has any of these images) each emitted token's loss weight (N, T - 1), else None."""
     rows = [(j, c) for j, p in enumerate(paths) for c in encoded[p]]
     tokens = torch.zeros(len(rows), max(len(c) for _, c in rows), dtype=torch.long)
     for i, (_, c) in enumerate(rows):
         tokens[i, :len(c)] = torch.tensor(c)
     image_index = torch.tensor([j for j, _ in rows])
-    return tokens.to(device), image_index.to(device)
+    token_weights = None
+    if weights and any(p in weights for p in paths):
+        token_weights = torch.ones(tokens.shape[0], tokens.shape[1] - 1)
+        i = 0
+        for p in paths:
+            for n, c in enumerate(encoded[p]):
+                if p in weights:
+                    token_weights[i, :len(c) - 1] = torch.tensor(weights[p][n])
+                i += 1
+        token_weights = token_weights.to(device)
+    return tokens.to(device), image_index.to(device), token_weights
 
 
 def scored_dev_photos(data, cfg: TrainConfig) -> list[str]:
@@ -157,6 +173,12 @@ def check_config(cfg: TrainConfig) -> None:
     if cfg.scst and cfg.ground_weight > 0:
         raise ValueError("--scst does not use --ground-weight (self-critical batches have no grounding targets): "
                          "run them as two fine-tunes")
+    if not 0 < cfg.gate <= 1:
+        raise ValueError(f"--gate {cfg.gate}: a weight in (0, 1] (1: every word of a pseudo-caption counts fully)")
+    if cfg.gate != 1 and not cfg.world:
+        raise ValueError("--gate weighs the words of pseudo-captions: give --world too")
+    if cfg.world and not cfg.coco:
+        raise ValueError("--world needs --coco, the COCO photos folder its pseudo-captions name")
     unknown = [c for c in cfg.hold_out if c not in CLASS_WORDS]
     if unknown:
         raise ValueError(f"--hold-out: {', '.join(unknown)}: not a COCO class a caption word names "
@@ -176,6 +198,7 @@ class Run:
     model: torch.nn.Module | None = None
     hparams: dict = field(default_factory=dict)
     resumed: checkpoints.LoadedModel | None = None
+    pseudo: PseudoPairs | None = None   # --world: the COCO pseudo-pairs in training
 
 
 def _prepare(cfg: TrainConfig, log) -> Run:
@@ -185,6 +208,10 @@ def _prepare(cfg: TrainConfig, log) -> Run:
     run.data = load_dataset(cfg.data)
     run.train_paths, run.dev_paths = run.data.split("train"), scored_dev_photos(run.data, cfg)
     run.data.splits["dev"] = run.dev_paths
+    if cfg.world:
+        run.pseudo = pseudo_pairs(cfg.world, cfg.coco)
+        run.data.captions.update(run.pseudo.captions)
+        run.train_paths = run.train_paths + sorted(run.pseudo.captions)
     run.cache = FeatureCache(cfg.cache)
     if run.cache.missing(run.train_paths + run.dev_paths):
         run.cache.build(run.train_paths + run.dev_paths, VisionStack(run.device), log=log)
@@ -203,7 +230,8 @@ def _build(run: Run, log) -> None:
                              f"{', '.join(cfg.hold_out) or 'nothing'}: give the same --hold-out, or another --out")
         run.vocab, run.model, run.hparams = run.resumed.vocab, run.resumed.model, run.resumed.meta["hparams"]
         return
-    run.vocab = Vocabulary.build((c for p in run.train_paths for c in run.data.captions[p]), cfg.min_freq)
+    run.vocab = run.pseudo.vocab if run.pseudo else \
+        Vocabulary.build((c for p in run.train_paths for c in run.data.captions[p]), cfg.min_freq)
     cls_config = REGISTRY[cfg.model][1]
     run.hparams = {**cls_config, **cfg.hparams, "vocab_size": len(run.vocab)}
     table_probe = run.cache.load(run.train_paths[0])
@@ -213,9 +241,14 @@ def _build(run: Run, log) -> None:
     run.model = build_model(cfg.model, **run.hparams).to(device)
     if cfg.init_from:
         init = checkpoints.load(cfg.init_from, device)
+        state = init.model.state_dict()
         if init.vocab.words != run.vocab.words:
-            raise ValueError(f"{cfg.init_from}: its vocabulary differs from this data's; cannot warm-start")
-        warm_start(run.model, init.model, log)
+            if not run.pseudo:
+                raise ValueError(f"{cfg.init_from}: its vocabulary differs from this data's; cannot warm-start")
+            state = remap_vocabulary(state, init.vocab, run.vocab, run.model.state_dict())
+            log(f"warm start: {sum(w in init.vocab.index for w in run.vocab.words)} of {len(run.vocab)} words "
+                f"keep {cfg.init_from}'s rows, the rest start fresh")
+        warm_start(run.model, init.model, log, state)
         log(f"warm start from {cfg.init_from}")
     if cls.reads_labels:
         run.model.label_words.copy_(label_words(run.vocab))
@@ -226,12 +259,12 @@ def held_out(caption: str, classes: tuple[str, ...]) -> bool:
     return bool(classes) and not named(caption).isdisjoint(classes)
 
 
-def warm_start(model, init, log) -> None:
-    """`init`'s weights into `model`: every weight, except where `model` extends `init`'s kind with
-    parts of its own (`model.added`, e.g. updown-copy's gate), which start fresh; anything else
-    missing or left over is an error, never a half-loaded model."""
+def warm_start(model, init, log, state: dict | None = None) -> None:
+    """`init`'s weights (or `state`, taken from it) into `model`: every weight, except where `model`
+    extends `init`'s kind with parts of its own (`model.added`, e.g. updown-copy's gate), which start
+    fresh; anything else missing or left over is an error, never a half-loaded model."""
     try:
-        missing, unexpected = model.load_state_dict(init.state_dict(), strict=False)
+        missing, unexpected = model.load_state_dict(init.state_dict() if state is None else state, strict=False)
     except RuntimeError as err:   # a weight of another shape
         raise ValueError(f"cannot warm-start {type(model).__name__} from {type(init).__name__}: "
                          f"{str(err).splitlines()[-1].strip()}") from None
@@ -241,6 +274,29 @@ def warm_start(model, init, log) -> None:
                          f"missing {sorted(set(missing) - set(fresh))}, unexpected {sorted(unexpected)}")
     if fresh:
         log(f"warm start: {', '.join(fresh)} start fresh ({type(model).__name__}'s own)")
+
+
+def remap_vocabulary(state: dict, old: Vocabulary, new: Vocabulary, fresh: dict) -> dict:
+    """`state`, whose word-indexed weights (embedding, output layer, label words) run over `old`'s
+    words, re-indexed over `new`'s: a word both know keeps its trained rows, a new word keeps its
+    row of `fresh` (the new model's own initialisation). Any other change of shape is an error."""
+    kept = [i for i, w in enumerate(new.words) if w in old.index]
+    new_rows, old_rows = torch.tensor(kept), torch.tensor([old.index[new.words[i]] for i in kept])
+    out = {}
+    for name, value in state.items():
+        target = fresh.get(name)
+        if target is None or value.shape == target.shape:
+            out[name] = value
+            continue
+        dims = [d for d in range(value.dim()) if value.shape[d] == len(old) and target.shape[d] == len(new)]
+        if len(dims) != 1 or value.dim() != target.dim() or any(
+                value.shape[d] != target.shape[d] for d in range(value.dim()) if d != dims[0]):
+            raise ValueError(f"cannot warm-start: {name} is {tuple(value.shape)} there and {tuple(target.shape)} "
+                             "here, not a change of vocabulary")
+        d = dims[0]
+        out[name] = target.clone().index_copy_(d, new_rows.to(target.device),
+                                               value.index_select(d, old_rows.to(value.device)).to(target.dtype))
+    return out
 
 
 def label_words(vocab: Vocabulary) -> torch.Tensor:
@@ -270,7 +326,8 @@ def _optimizer(run: Run, log) -> tuple[torch.optim.Optimizer, dict]:
     return opt, progress
 
 
-def _train_epoch(run: Run, epoch: int, encoded, table, targets, reward, opt, progress) -> tuple[dict, int, int]:
+def _train_epoch(run: Run, epoch: int, encoded, table, targets, reward, opt, progress,
+                 weights=None) -> tuple[dict, int, int]:
     """One pass over the training images; returns (summed batch logs, captions seen, batches)."""
     cfg, model, device = run.cfg, run.model, run.device
     model.train()
@@ -283,9 +340,9 @@ def _train_epoch(run: Run, epoch: int, encoded, table, targets, reward, opt, pro
             loss, logs = scst_loss(model, feats, mask, paths, run.vocab, reward, cfg.scst_samples, cfg.max_words)
             n_caps += len(paths) * cfg.scst_samples
         else:
-            tokens, image_index = make_batch(paths, encoded, device)
+            tokens, image_index, token_weights = make_batch(paths, encoded, device, weights)
             supervised = targets and targets.batch(paths, tokens, image_index, feats.shape[1])
-            loss, logs = model.loss(feats, mask, tokens, image_index, supervised)
+            loss, logs = model.loss(feats, mask, tokens, image_index, supervised, token_weights)
             n_caps += len(tokens)
         if progress["batches"] < cfg.warmup:
             for group in opt.param_groups:
@@ -309,7 +366,11 @@ def _end_epoch(run: Run, epoch: int, record: dict, metrics: dict, opt, progress,
     log(json.dumps(record))
     improved = metrics["CIDEr"] > progress["best"]
     progress.update(epoch=epoch, bad_epochs=0 if improved else progress["bad_epochs"] + 1)
-    meta = {"training": {"data": os.path.abspath(cfg.data), "epochs": epoch, "config": {**cfg.__dict__}},
+    data = os.path.abspath(cfg.data)
+    if run.pseudo:
+        data = (f"{os.path.basename(data)} + {len(run.pseudo.captions):,} COCO photos with pseudo-captions "
+                "from COCO and Flickr30k caption text")
+    meta = {"training": {"data": data, "epochs": epoch, "config": {**cfg.__dict__}},
             "dev_metrics": metrics, "dev_settings": {"beam": cfg.dev_beam},
             "dev_split": cfg.dev_split, "chosen_on": {"epoch": f"{cfg.dev_split} ({len(run.dev_paths)} photos)"}}
     if improved:
@@ -322,6 +383,9 @@ def _end_epoch(run: Run, epoch: int, record: dict, metrics: dict, opt, progress,
             group["lr"] = progress["lr"]
     checkpoints.save(os.path.join(cfg.out, "last.safetensors"), run.model, run.vocab, cfg.model, cfg.model,
                      run.hparams, {**meta, "progress": dict(progress)}, half=False)
+    if cfg.keep_epochs:
+        checkpoints.save(os.path.join(cfg.out, f"epoch-{epoch}.safetensors"), run.model, run.vocab, cfg.model,
+                         cfg.model, run.hparams, {**meta, "progress": dict(progress)})
     torch.save(opt.state_dict(), os.path.join(cfg.out, "last.optim.pt"))
 
 
@@ -345,12 +409,15 @@ def train(cfg: TrainConfig, log=print) -> dict:
     targets = GroundingTargets(train_paths, run.cache, model.attends_to, vocab, cfg.ground_weight) \
         if cfg.ground_weight > 0 else None
     reward = CiderReward({p: run.data.captions[p] for p in train_paths}) if cfg.scst else None
+    weights = None if not run.pseudo or cfg.gate == 1.0 else {
+        p: [gate_weights(tokenize(c)[: cfg.max_words], run.pseudo.labels[p], cfg.gate) + [cfg.gate]
+            for c in run.data.captions[p]] for p in run.pseudo.captions}
     opt, progress = _optimizer(run, log)
     dev_settings = DecodeSettings(strategy="beam", beam_size=cfg.dev_beam, max_len=cfg.max_words)
     while progress["epoch"] < cfg.epochs and progress["bad_epochs"] < cfg.patience:
         epoch = progress["epoch"] + 1
         start = time.time()
-        sums, n_caps, n_batches = _train_epoch(run, epoch, encoded, table, targets, reward, opt, progress)
+        sums, n_caps, n_batches = _train_epoch(run, epoch, encoded, table, targets, reward, opt, progress, weights)
         train_seconds = time.time() - start
         lm = checkpoints.LoadedModel(model, vocab, {"name": cfg.model})
         metrics, _ = evaluate_split(lm, run.data, "dev", run.cache, dev_settings, device=run.device)

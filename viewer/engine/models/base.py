@@ -72,6 +72,19 @@ class AttentionTargets:
         return -self.weight * (mass.log() * self.valid).sum() / self.valid.sum().clamp_min(1)
 
 
+def token_cross_entropy(logits: torch.Tensor, tokens: torch.Tensor, weights: torch.Tensor | None = None,
+                        label_smoothing: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teacher-forced cross-entropy: (the mean over the emitted tokens, padding left out, of each
+    token's loss times its weight; the per-token losses (T-1, N)). `logits` (T-1, N, V), `tokens`
+    (N, T), `weights` (N, T-1) or None (all 1: the plain mean)."""
+    emitted = tokens[:, 1:].T                                    # (T-1, N)
+    per_token = F.cross_entropy(logits.flatten(0, 1), emitted.flatten(), ignore_index=0, reduction="none",
+                                label_smoothing=label_smoothing).view_as(emitted)
+    valid = emitted != 0
+    weighted = per_token if weights is None else per_token * weights.T
+    return (weighted * valid).sum() / valid.sum().clamp_min(1), per_token
+
+
 def steered(state: State, alpha: torch.Tensor) -> torch.Tensor:
     """The attention a step goes on with: its own `alpha`, or the map decoding put in the state
     under "steer" for this one step (steering: what would the model say, looking there?)."""
@@ -162,12 +175,12 @@ class CaptionModel(nn.Module):
         so far) stays. Decoding uses it to hide units at one step only (faithfulness, `step_only`)."""
         return {**state, "mask": mask}
 
-    def loss(self, feats, mask, tokens, image_index, targets: AttentionTargets | None = None
-             ) -> tuple[torch.Tensor, dict[str, float]]:
-        """Training loss; the default is cross-entropy under teacher forcing (+ attention supervision)."""
+    def loss(self, feats, mask, tokens, image_index, targets: AttentionTargets | None = None,
+             weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+        """Training loss; the default is cross-entropy under teacher forcing (+ attention supervision).
+        `weights` (N, T-1): each emitted token's weight (None: all 1)."""
         logits, steps = self.teacher_forced(feats, mask, tokens, image_index)
-        xe = F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].T.flatten(), ignore_index=0,
-                             label_smoothing=self.label_smoothing)
+        xe, _ = token_cross_entropy(logits, tokens, weights, self.label_smoothing)
         logs = {"xe": xe.item()}
         return xe + supervision(steps, targets, logs), logs
 

@@ -26,7 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..images import AttendsTo
-from .base import CaptionModel, State, Step, attend, masked_mean, register, steered, supervision
+from .base import CaptionModel, State, Step, attend, masked_mean, register, steered, supervision, token_cross_entropy
 
 
 @register("sat-soft", attention="soft")
@@ -102,13 +102,12 @@ class ShowAttendTell(CaptionModel):
         new_state = {**state, "h": h, "c": c, "t": state["t"] + 1}
         return Step(logits, alpha, beta.squeeze(1), sample, sample_logprob), new_state
 
-    def loss(self, feats, mask, tokens, image_index, targets=None):
+    def loss(self, feats, mask, tokens, image_index, targets=None, weights=None):
         logits, steps = self.teacher_forced(feats, mask, tokens, image_index)
-        emitted = tokens[:, 1:].T                                    # (T-1, N)
-        valid = (emitted != 0).float()
-        token_logp = -F.cross_entropy(logits.flatten(0, 1), emitted.flatten(), reduction="none").view_as(valid)
+        xe, per_token = token_cross_entropy(logits, tokens, weights)
+        valid = (tokens[:, 1:].T != 0).float()                       # (T-1, N)
+        token_logp = -per_token
         n_tokens = valid.sum()
-        xe = -(token_logp * valid).sum() / n_tokens
         logs = {"xe": xe.item()}
         xe = xe + supervision(steps, targets, logs)
         alphas = torch.stack([s.attention for s in steps]) * valid.unsqueeze(-1)   # (T-1, N, K)
