@@ -254,9 +254,10 @@ def test_browser_session(server, tmp_path):
         ex.go_to(step)
         _assert_curves_plot(page.locator("#diagnosis").inner_html(), studio, ex)
         # steering (the default click): the word looks where the photo was clicked
-        at = page.evaluate("""() => { const b = window.__viewerMain.picture(),   // the photo's box in the canvas
+        at = page.evaluate("""(side) => { const b = window.__viewerMain.picture(),   // the photo's box in the canvas
             r = document.querySelector('#view canvas').getBoundingClientRect();
-            return {x: b.left - r.left + 60, y: b.top - r.top + 60}; }""")
+            return {x: b.left - r.left + 1.5 * b.width / side, y: b.top - r.top + 1.5 * b.height / side}; }""",
+                           ex.trace.grid_side)
         page.locator("#view canvas").click(position=at)
         # near the top-left corner: the click lands on the right cell although the view is shown scaled
         expect(page.locator("#clicked")).to_contain_text("look at (row 1, col 1)", timeout=60_000)

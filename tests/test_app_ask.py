@@ -76,6 +76,7 @@ def test_asking_in_the_browser_draws_the_answer(server):
                                " return c && c.dataset.shown && c.dataset.shown.length > 0; }")
         # Compare: a caption word beside the answer to a question about it, both drawn in the page
         page.get_by_role("tab", name="Compare").click()
+        page.get_by_text("Models and words").click()   # the settings are folded under the views
         page.locator("#cmp-mode").get_by_text("beside a question's answer").click()
         page.locator("#cmp-question textarea").fill("what is on the table?")
         page.locator("#cmp-run").click()

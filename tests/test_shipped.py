@@ -37,7 +37,7 @@ def test_shipped_dev_scores_in_metadata_are_the_ones_the_readmes_report():
     """The dev scores stored in each file's metadata (what `viewer models` prints) are exactly the
     numbers of the main README's table and the model card's report-half tables."""
     found = checkpoints.available()
-    readme = _table_rows(open(os.path.join(ROOT, "README.md")).read(), "| model | BLEU-4 | METEOR | CIDEr | pointing | top det.")
+    readme = _table_rows(open(os.path.join(ROOT, "docs", "models.md")).read(), "| model | BLEU-4 | METEOR | CIDEr | pointing | top det.")
     card_text = open(os.path.join(ROOT, "checkpoints", "README.md")).read()
     card = {**_table_rows(card_text, "| model | BLEU-4 | METEOR | CIDEr | pointing | centre | top detection | off-centre pointing | top detection off-centre"),
             **_table_rows(card_text, "| model | BLEU-4 | METEOR | CIDEr | pointing | centre | top detection | off-centre pointing | mass in box | uniform")}

@@ -1,14 +1,15 @@
-"""The README's and the model card's generated figures (which map to trust, naming, answers, speed),
+"""The docs' and the model card's generated figures (which map to trust, naming, answers, speed),
 from the committed reports.
 
 `reports/explain/MODEL.json` is `python -m viewer.analysis.explain_eval`'s report of a model (the
 reduce of its per-photo records, MODEL.jsonl beside it). `python -m viewer.analysis.tables` writes
 every generated block (between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->`) of
-README.md and checkpoints/README.md from them; `--check` only says whether they are current
-(tests/test_tables.py runs it). Nothing here is typed by hand.
+README.md, checkpoints/README.md and every page of docs/ from them; `--check` only says whether they
+are current (tests/test_tables.py runs it). Nothing here is typed by hand.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -18,7 +19,8 @@ from ..paths import ROOT
 
 REPORTS = os.path.join(ROOT, "reports", "explain")
 MODELS = ("sat-soft", "sat-hard", "transformer", "updown")
-FILES = (os.path.join(ROOT, "README.md"), os.path.join(ROOT, "checkpoints", "README.md"))
+FILES = (os.path.join(ROOT, "README.md"), os.path.join(ROOT, "checkpoints", "README.md"),
+         *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))))   # docs/: one page a topic
 
 
 def load_reports(folder: str = REPORTS) -> dict[str, dict]:
@@ -344,11 +346,30 @@ def load_line(_reports=None) -> str:
     return _speed("load.json", "load test", "python -m viewer.measure.loadtest --clients 20", summary)
 
 
+WORLD = os.path.join(ROOT, "reports", "world", "choice.json")   # `make world-eval`
+
+
+def world_table(_reports=None, path: str = WORLD) -> str:
+    """The COCO choice part (photos with labels, no captions): per model and decoding, and for
+    retrieval, proxy CHAIR and recall against the detector (analysis/world_eval.py), 95% intervals."""
+    if not os.path.exists(path):
+        return "No choice-part report is committed yet (`make world-eval`)."
+    with open(path) as f:
+        report = json.load(f)
+    lines = [f"{report['photos']} COCO choice photos, beam {report['beam']}:", "",
+             "| configuration | object mentions | proxy CHAIR_s | proxy CHAIR_i | recall of confident classes |",
+             "|---|---|---|---|---|"]
+    for name, r in report["configurations"].items():
+        lines.append(f"| `{name}` | {r['mentions']} | {r['CHAIR_s']:.3f} {_ci(r['CHAIR_s_95'])} | "
+                     f"{r['CHAIR_i']:.3f} {_ci(r['CHAIR_i_95'])} | {r['recall']:.3f} {_ci(r['recall_95'])} |")
+    return "\n".join(lines)
+
+
 BLOCKS = {"which-map-summary": summary, "which-map-coverage": coverage, "which-map-table": method_table,
           "which-map-verdicts": verdicts, "sun-ablation": sun_table, "naming-table": naming_table,
           "answers-table": answers_table, "speed-table": speed_table, "browser-table": browser_table,
           "engines-line": engines_line, "load-line": load_line, "novel-table": novel_table,
-          "examples-table": examples_table}
+          "examples-table": examples_table, "world-table": world_table}
 
 
 def render(text: str, reports: dict[str, dict]) -> str:

@@ -8,6 +8,7 @@ import socket
 import threading
 import sys
 
+from ..paths import FLICKR8K
 from .keys import MODEL_KEYS
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -91,8 +92,10 @@ def parser(prog: str = "launch.py") -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=7860)
     parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--checkpoints", help="folder of models (default: checkpoints/)")
-    parser.add_argument("--data", help="a dataset (Flickr8k folder, Karpathy or COCO JSON): references and scores "
-                                       "for its photos")
+    parser.add_argument("--data", default=FLICKR8K if os.path.isdir(FLICKR8K) else None,
+                        help="a dataset (Flickr8k folder, Karpathy or COCO JSON): references and scores for its "
+                             "photos, and the photos the grey 'guessed' words are measured against (default: "
+                             "../shared/data/flickr8k where it exists; 'none' for no dataset)")
     parser.add_argument("--features", help="precomputed features for imported Up-Down models (.tsv, .hdf5 or a "
                                            "folder of .npz), looked up by the uploaded photo's file name")
     parser.add_argument("--share", action="store_true", help="ask Gradio for a public link (needs internet)")
@@ -111,7 +114,8 @@ def main(argv=None, prog: str = "launch.py") -> int:
         print(f"warning: binding to {args.host}: anyone who can reach this machine can use the viewer",
               file=sys.stderr)
     try:
-        demo, studio = create_app(args.device, args.checkpoints, args.data, args.features, lecture=args.lecture)
+        data = None if args.data in (None, "none") else args.data
+        demo, studio = create_app(args.device, args.checkpoints, data, args.features, lecture=args.lecture)
     except (ValueError, OSError) as err:   # a bad --data or --features: one line, no traceback
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -99,10 +99,28 @@ function ahead() {   // the next missing frame (none while a new trace's photo i
 
 const pct = (v) => `${(v * 100).toFixed(1)}%`;
 
+// The view names the word it shows ("dog: where the model looked"), so the caption may scroll away,
+// and says in a line under it why an object word the detector does not find was said.
+const wordOf = (P, t) => (P.word_firsts ? P.word_firsts.filter((f) => f <= t).length - 1 : -1);
+function viewTitle(P, t) {
+  const title = P.title || '', i = wordOf(P, t), word = P.words && i >= 0 ? P.words[i] : '';
+  return word ? `${word}: ${title.charAt(0).toLowerCase()}${title.slice(1)}` : title;
+}
+function unseenNote(P, t) {
+  const why = (P.unseen || {})[String(wordOf(P, t))] || '';
+  note.textContent = why;
+  if (main) document.querySelectorAll('#caption .token').forEach((el, s) => {   // the why on hover too
+    const w = (P.unseen || {})[String(wordOf(P, s))];
+    if (w) el.title = w; else el.removeAttribute('title');
+  });
+}
+
 function draw() {
   const P = S.payload, st = window.__viewerStyle;
   if (!P || !S.photo || P.key !== S.key) return;
   const t = Math.min(Math.max(S.step, 0), P.maps.length - 1), w = P.width, h = P.height;
+  title.textContent = viewTitle(P, t);
+  unseenNote(P, t);
   const sk = frameKey(P, st);
   if (S.frameStyle !== sk) dropFrames(sk);
   let exact = true;

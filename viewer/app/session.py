@@ -162,6 +162,7 @@ class Exploration:
     explained: dict = field(default_factory=dict)             # (method, tokens) -> Explanation, computed so far
     dependence: dict = field(default_factory=dict)            # tokens -> (T,) visual dependence, nats
     guessed: dict = field(default_factory=dict)               # tokens -> (T,) bool: would have said it of most photos
+    unseen: dict = field(default_factory=dict)                # tokens -> {word index: why}: objects the detector misses
     sent_view: str | None = None                              # the key of what the page's view holds (Studio.page_view)
     required: tuple | None = None                             # the words the caption must include (Studio.decode)
     avoid: tuple = ()                                         # words it must not say (guided: classes not detected)
@@ -320,13 +321,16 @@ class Studio:
     # --- exploring -------------------------------------------------------------------------
     def warm_up(self, photo: Photo | None = None) -> list[str]:
         """Load every model and caption a small photo with each once, behind the page, so the first
-        caption a person asks for is as fast as the next (weights read, torch's kernels warm). A model
+        caption a person asks for is as fast as the next (weights read, torch's kernels warm, the
+        reference photos of the "guessed" verdict read). A model
         that fails here is left for its first click to say why; returns the models warmed."""
         photo = photo or Photo(np.full((64, 64, 3), 128, np.uint8), 64, 64, "warm-up")
         warmed = []
         for name in self.models():
             try:
                 self.decode(photo, name, DecodeSettings())
+                if self.reference_photos is not None:   # the "guessed" verdict's photos, read once per model
+                    self.reference_photos.inputs(self.captioner, self.captioner.model(name))
             except Exception:   # noqa: BLE001 - its first real use reports it, in the page
                 continue
             warmed.append(name)
@@ -353,13 +357,16 @@ class Studio:
             trace.guidance = note
         return Exploration(photo, model, settings, traces, required=required, avoid=avoid, **shown)
 
+    def detections(self, photo: Photo):
+        """The detector's regions of a photo, once per photo (guidance and the "not seen" marks)."""
+        return self._once(self._detections, ("detections", photo_key(photo)),
+                          lambda: self.captioner.vision.detector.detect(photo.rgb))
+
     def guidance(self, photo: Photo, model: str) -> tuple[tuple, tuple]:
         """What the detector says a caption of the photo must and must not name (analysis/guide.py):
         (((words, "detector"), ...) of its top classes the model can say, the words to avoid)."""
         from ..analysis.guide import guidance
-        regions = self._once(self._detections, ("detections", photo_key(photo)),
-                             lambda: self.captioner.vision.detector.detect(photo.rgb))
-        found, unseen = guidance(self.captioner.model(model).vocab, regions)
+        found, unseen = guidance(self.captioner.model(model).vocab, self.detections(photo))
         return tuple((tuple(words), source) for words, source in found), tuple(unseen)
 
     def ask(self, photo_source, model: str, question: str) -> Exploration:
@@ -524,6 +531,24 @@ class Studio:
             ex.dependence[ex.tokens] = self._once(self._dependences, key, lambda: seen_dependence(self.pipe(ex)))
         return ex.dependence[ex.tokens]
 
+    def unseen(self, ex: Exploration) -> dict[int, str]:
+        """The caption's object words whose class the detector does not find on the photo: word index ->
+        why, in a line (`why_unsupported`: said from the words before it, looked at another object, or
+        at nothing found), once per caption."""
+        if ex.tokens not in ex.unseen:
+            from ..analysis.grounding import trace_units, word_class
+            from ..analysis.hallucination import why_unsupported
+            trace, regions, guessed = ex.trace, self.detections(ex.photo), ex.guessed.get(ex.tokens)
+            units = trace_units(trace)
+            found = {}
+            for i, word in enumerate(trace.word_spans):
+                why = why_unsupported(word.text, trace.steps[word.first].attention, units, regions,
+                                      None if guessed is None else bool(guessed[word.first]))
+                if why:
+                    found[i] = f"{word.text}: the detector finds no {word_class(word.text)} here; {why}"
+            ex.unseen[ex.tokens] = found
+        return ex.unseen[ex.tokens]
+
     def guessed(self, ex: Exploration) -> np.ndarray | None:
         """Per step: would the model have said this word of most of the reference photos, after the
         same words (language_prior.py)? None, not measured, without --data's dev-select photos or for
@@ -609,7 +634,7 @@ class Studio:
         ex.sent_view = key
         if ex.display_key is None or ex.display_key not in self._displays:
             ex.display_key = self.hold_display(ex.display)
-        return view_payload(ex, title, head, key)
+        return view_payload(ex, title, head, key, self.unseen(ex))
 
     # --- exporting ---------------------------------------------------------------------------
     def export_path(self, ex: Exploration, suffix: str) -> str:
@@ -692,17 +717,19 @@ def unpacked(value):
     return value
 
 
-def view_payload(ex: Exploration, title: str, head: tuple[int, int] | None, key: str) -> dict:
+def view_payload(ex: Exploration, title: str, head: tuple[int, int] | None, key: str,
+                 unseen: dict[int, str] | None = None) -> dict:
     """What the page needs to draw every step of `ex`'s shown trace (attention, or the explanation
     it shows) on `ex.display`: a few kilobytes per word. The photo is named, not sent: the page
     fetches it once by that name (Studio.view_photo), usually when it was chosen. `head` (layer,
     head): that head's maps instead of the summary. `key` names the content, so the page does not
-    redo a view it holds."""
-    trace = ex.shown
+    redo a view it holds. `unseen`: the object words the detector does not find, and why (`Studio.unseen`)."""
+    trace, unseen = ex.shown, unseen or {}
     h, w = ex.display.shape[:2]
     out = {"key": key, "title": title, "width": w, "height": h, "photo": ex.display_key,
            "kind": "regions" if trace.attends_to == AttendsTo.REGIONS else "grid", "step": ex.step,
            "first": first_steps(trace), "word_firsts": [w.first for w in trace.word_spans],
+           "words": [w.text for w in trace.word_spans], "unseen": {str(i): why for i, why in unseen.items()},
            "tokens": [t.strip() for t in shown_tokens(trace)]}
     if out["kind"] == "grid":
         side = trace.grid_side
@@ -774,12 +801,15 @@ def caption_tokens(ex: Exploration) -> list[tuple[str, str | None]]:
     "<end>" is no word to read: the trace keeps it (its map is a view), the caption omits it."""
     trace = ex.trace
     n_forced = len(ex.prefixes[-1]) if ex.prefixes else 0
-    guessed = ex.guessed.get(ex.tokens)
+    guessed, unseen = ex.guessed.get(ex.tokens), ex.unseen.get(ex.tokens, {})
+    firsts = [w.first for w in trace.word_spans]
     out = []
     for t, shown in enumerate(shown_tokens(trace)[:len(trace.steps) - ended(trace)]):
         word = trace.word_at(t)
         label = "branched" if t < n_forced else "required" if trace.steps[t].required else None
-        if label is None and guessed is not None and word.first < len(guessed) and word.text != "<end>":
+        if label is None and firsts.index(word.first) in unseen:
+            label = "not seen"
+        elif label is None and guessed is not None and word.first < len(guessed) and word.text != "<end>":
             label = verdict(word.text, bool(guessed[word.first]))
         out.append((shown, label))
     return out

@@ -45,6 +45,7 @@ HIDDEN = ["lecture-hide"]   # folded away in lecture mode
 RULE_OUT = "Never name what it does not see (nor <unk>)"
 NAME_DETECTED = "Must name its top classes"
 GUIDES_BY_DEFAULT: list[str] = []
+SAME_CAPTION = "Same caption for all"
 METHODS_MODE = "Methods: Explore's model and caption, one column per map"
 COMPARE_VIEWS = 3   # Compare's views side by side; more traces (Methods mode) are shown a page at a time
 MODELS_COMPARED = f"1 to {COMPARE_VIEWS} models"
@@ -377,6 +378,9 @@ class Handlers:
         caption controls: after an Ask, the Exploration holds the answer's 10-token greedy settings."""
         if ex is None:
             raise gr.Error("Caption a photo in Explore first; Compare uses the same photo.")
+        # the settings' panel never opened: its controls send nothing, so their first values stand
+        names = self.models[:COMPARE_VIEWS] if names is None else names
+        mode, text = mode or SAME_CAPTION, text or ""
         ex = replace(ex, settings=_settings(strat, k, temp, sd, mlen))
         if mode == QUESTION_MODE:   # Explore's caption, then the answer read from the same photo
             if not answer_model:
@@ -402,7 +406,7 @@ class Handlers:
         if not 1 <= len(names) <= COMPARE_VIEWS:
             raise gr.Error(f"Choose {MODELS_COMPARED}.")
         same = None
-        if mode == "Same caption for all":
+        if mode == SAME_CAPTION:
             same = self.studio.compare_caption(ex, names, text)
         return self._compared(self.studio.compare(ex.photo, names, ex.settings, same))
 
@@ -490,9 +494,11 @@ def _explore_inputs(c, models: list[str], trained_on: str):
     examples = [os.path.join(ASSETS, n) for n in sorted(os.listdir(ASSETS)) if n.endswith(".jpg")]
     c.photo = PhotoInput(label="Photo: upload, paste or drop", type="filepath", elem_id="photo",
                        sources=["upload", "clipboard"], height=260)
-    gr.Examples(examples, inputs=c.photo, label="Examples")
     c.model = gr.Dropdown(models, value=models[0] if models else None, label="Model",
                         info=trained_on, elem_id="model")
+    c.run = gr.Button("Caption", variant="primary", elem_id="run")
+    c.status = gr.Markdown(elem_id="status")
+    gr.Examples(examples, inputs=c.photo, label="Examples")
     with gr.Accordion("Decoding", open=False, elem_classes=HIDDEN):
         c.strategy = gr.Radio(list(S.STRATEGY_LABELS), value="Beam search", label="Strategy",
                             info="Beam search keeps the best few captions as it goes; greedy takes the likeliest "
@@ -511,8 +517,6 @@ def _explore_inputs(c, models: list[str], trained_on: str):
                                 label="Guided by what the detector sees (beam search and greedy)", elem_id="guides",
                                 info="An object detector looks at the photo first; these switches keep the caption "
                                      "to the objects it found.")
-    c.run = gr.Button("Caption", variant="primary", elem_id="run")
-    c.status = gr.Markdown(elem_id="status")
     with gr.Accordion("Overlay", open=True, elem_classes=HIDDEN):
         c.upsampling = gr.Radio(list(UPSAMPLING), value="smooth", label="Upsampling",
                               info="How the coarse map is stretched over the photo: smoothly or as blocks.",
@@ -538,14 +542,25 @@ def _explore_stage(c, studio: S.Studio, models: list[str], lecture: bool):
     """Explore, the stage: caption, view, stepping and playing, lecture mode, clicking the photo."""
     c.lecture_line = gr.HTML(P.lecture_line(models[0] if models else None),
                            elem_id="lecture-line")
-    c.caption = gr.HighlightedText(label="Caption: click a word (grey: guessed, the model would have said it of most "
-                                         f"photos: after the same words, its first choice on at least half of {LP.K} "
-                                         "other Flickr8k photos; red: an object said so, not seen; not measured "
-                                         "without --data)",
+    c.caption = gr.HighlightedText(label="Caption (click a word): red, an object the detector misses; grey, guessed",
                                    elem_id="caption",
                                    combine_adjacent=False, show_legend=False, show_inline_category=False,
                                    interactive=False, color_map={"branched": "#93c5fd", "required": "#fde68a",
-                                                                 "guessed": "#e2e8f0", "said, not seen": "#fca5a5"})
+                                                                 "guessed": "#e2e8f0", "said, not seen": "#fca5a5",
+                                                                 "not seen": "#fca5a5"})
+    c.view = AttentionView(studio.view_photo, elem_id="view")   # drawn in the page (page_view.js) from the trace
+    c.photo_key = gr.Textbox(visible=False)   # the chosen photo's name for the page (prepare_photo, PHOTO_JS)
+    with gr.Row(elem_id="controls"):   # under the view; the buttons keep their height (the row: the slider's)
+        c.prev_btn = gr.Button("◀ Previous", elem_id="prev", size="sm")
+        c.play_btn = gr.Button("▶ Play", elem_id="play", size="sm")
+        c.next_btn = gr.Button("Next ▶", elem_id="next", size="sm")
+        c.speed = gr.Slider(0.4, 3.0, value=0.9, step=0.1, label="Play: seconds per word",   # read by viewer.js
+                          elem_id="speed", scale=2, interactive=True)
+        gr.Checkbox(lecture, label="Lecture mode", elem_id="lecture",   # toggled by viewer.js
+                    interactive=True, scale=1, min_width=140)
+    with gr.Row(elem_classes=["model-keys"]):   # clicked by the number keys (viewer.js)
+        c.model_keys = [gr.Button(f"Model {i}", elem_id=f"model-{i}") for i in MODEL_KEYS]
+    c.step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="step")
     answerers = studio.models("answer")
     with gr.Row(elem_id="ask-row", equal_height=True, visible=bool(answerers)):
         c.question = gr.Textbox(label="Ask the photo: a question answering model answers in one word and shows where "
@@ -559,19 +574,6 @@ def _explore_stage(c, studio: S.Studio, models: list[str], lecture: bool):
         gr.Examples([[os.path.join(ASSETS, photo), q] for photo, q in pairs], inputs=[c.photo, c.question],
                     example_labels=[f"{photo.removesuffix('.jpg')}: {q}" for photo, q in pairs],
                     label="Questions to try, with their photo", elem_id="ask-examples", examples_per_page=6)
-    c.view = AttentionView(studio.view_photo, elem_id="view")   # drawn in the page (page_view.js) from the trace
-    c.photo_key = gr.Textbox(visible=False)   # the chosen photo's name for the page (prepare_photo, PHOTO_JS)
-    with gr.Row(elem_id="controls", equal_height=True):
-        c.prev_btn = gr.Button("◀ Previous", elem_id="prev", size="sm")
-        c.play_btn = gr.Button("▶ Play", elem_id="play", size="sm")
-        c.next_btn = gr.Button("Next ▶", elem_id="next", size="sm")
-        c.speed = gr.Slider(0.4, 3.0, value=0.9, step=0.1, label="Play: seconds per word",   # read by viewer.js
-                          elem_id="speed", scale=2, interactive=True)
-        gr.Checkbox(lecture, label="Lecture mode", elem_id="lecture",   # toggled by viewer.js
-                    interactive=True, scale=1, min_width=140)
-    with gr.Row(elem_classes=["model-keys"]):   # clicked by the number keys (viewer.js)
-        c.model_keys = [gr.Button(f"Model {i}", elem_id=f"model-{i}") for i in MODEL_KEYS]
-    c.step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="step")
     c.explain_with = gr.Radio([METHOD_LABELS["attention"]], value=METHOD_LABELS["attention"], elem_id="explain-with",
                               label="Explain with: where the model looked (attention), or what the word used "
                                     "(maps computed for the whole caption)", elem_classes=HIDDEN,
@@ -640,28 +642,29 @@ def _explore_panels(c):
 
 def _compare_tab(c, studio: S.Studio, models: list[str]):
     """Compare: the same photo, 1 to 3 models (or Explore's model several ways), synchronised words."""
-    gr.Markdown(f"Same photo (from Explore), {MODELS_COMPARED}, synchronised words.")
-    with gr.Row():
-        c.cmp_models = gr.CheckboxGroup(models, value=models[:COMPARE_VIEWS], label="Models", elem_id="cmp-models",
-                                    info=studio.trained_on())
-        c.cmp_mode = gr.Radio(["Each model's own caption", "Same caption for all", METHODS_MODE, GUIDANCE_MODE]
-                            + ([QUESTION_MODE] if studio.models("answer") else []),
-                            value="Same caption for all", label="Words", elem_id="cmp-mode",
-                            info="Which words the views show: each model's own, one caption for all (so the "
-                                 "maps compare), or Explore's caption by method or by guidance.")
-        c.cmp_text = gr.Textbox(label="Caption to force (empty: the first model's caption)",
-                              info="Every model is made to say this caption, to see where each looks for its words.",
-                              elem_id="cmp-text")
-    c.cmp_question = gr.Textbox(label=f"{QUESTION_MODE}: the question (answered by Explore's Answered by), "
-                                      "e.g. \"what is running?\" beside the word \"dog\"", elem_id="cmp-question",
-                                visible=bool(studio.models("answer")))
+    gr.Markdown(f"Same photo (from Explore), {MODELS_COMPARED}, synchronised words (← → move the word).")
+    with gr.Accordion("Models and words", open=False, elem_id="cmp-settings"):   # the views first; settings folded
+        with gr.Row():
+            c.cmp_models = gr.CheckboxGroup(models, value=models[:COMPARE_VIEWS], label="Models", elem_id="cmp-models",
+                                            info=studio.trained_on())
+            c.cmp_mode = gr.Radio(["Each model's own caption", SAME_CAPTION, METHODS_MODE, GUIDANCE_MODE]
+                                  + ([QUESTION_MODE] if studio.models("answer") else []),
+                                  value=SAME_CAPTION, label="Words", elem_id="cmp-mode",
+                                  info="Which words the views show: each model's own, one caption for all (so the "
+                                       "maps compare), or Explore's caption by method or by guidance.")
+            c.cmp_text = gr.Textbox(label="Caption to force (empty: the first model's caption)",
+                                    info="Every model is made to say this caption, to see where each looks for its "
+                                         "words.", elem_id="cmp-text")
+        c.cmp_question = gr.Textbox(label=f"{QUESTION_MODE}: the question (answered by Explore's Answered by), "
+                                          "e.g. \"what is running?\" beside the word \"dog\"", elem_id="cmp-question",
+                                    visible=bool(studio.models("answer")))
     c.cmp_run = gr.Button("Compare", variant="primary", elem_id="cmp-run")
-    c.cmp_step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="cmp-step")
-    c.cmp_page = gr.Radio([], label="Views shown", type="index", visible=False, elem_id="cmp-page")
+    with gr.Row():   # each caption above its view
+        c.cmp_captions = [gr.Markdown(elem_id=f"cmp-caption-{i}") for i in range(COMPARE_VIEWS)]
     with gr.Row():
         c.cmp_views = [AttentionView(studio.view_photo, elem_id=f"cmp-view-{i}") for i in range(COMPARE_VIEWS)]
-    with gr.Row():
-        c.cmp_captions = [gr.Markdown(elem_id=f"cmp-caption-{i}") for i in range(COMPARE_VIEWS)]
+    c.cmp_step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="cmp-step")
+    c.cmp_page = gr.Radio([], label="Views shown", type="index", visible=False, elem_id="cmp-page")
     c.cmp_figure = gr.Button("PNG of the paper's figure: one row per model, one column per word",
                            size="sm", elem_id="cmp-figure")
     c.cmp_download = gr.File(label="Download", elem_id="cmp-download", interactive=False, visible=False)

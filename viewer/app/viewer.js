@@ -1,11 +1,19 @@
 // The page's own behaviour: keys, lecture mode and instant stepping. Loaded into the page's head
 // (viewer/app/__init__.py: page_head); the server side of each part is named beside it.
-// Keys: arrows move the word (the Previous/Next buttons), unless typing in a field.
+// Keys: arrows move the word (the Previous/Next buttons; Compare's word in Compare), unless typing in a field.
 const typing = (el) => !!el && (el.isContentEditable || el.tagName === 'TEXTAREA' || el.tagName === 'SELECT'
   || (el.tagName === 'INPUT' && !['range', 'checkbox', 'radio', 'button', 'submit'].includes(el.type)));
 document.addEventListener('keydown', (e) => {
   if (typing(document.activeElement) || e.ctrlKey || e.metaKey || e.altKey) return;
-  const move = (d, button) => { if (!window.__viewerMove?.(d)) document.querySelector(button)?.click(); };
+  const compare = document.querySelector('#cmp-step input[type=range]');
+  const move = (d, button) => {
+    if (compare && compare.offsetParent !== null) {   // Compare is the tab shown: the arrows move its word
+      const v = Math.min(Math.max(Number(compare.value) + d, Number(compare.min)), Number(compare.max));
+      if (String(v) !== compare.value) { compare.value = String(v); compare.dispatchEvent(new Event('input', {bubbles: true})); }
+      return;
+    }
+    if (!window.__viewerMove?.(d)) document.querySelector(button)?.click();
+  };
   if (e.key === 'ArrowRight') { move(1, '#next'); e.preventDefault(); }
   if (e.key === 'ArrowLeft') { move(-1, '#prev'); e.preventDefault(); }
 });

@@ -10,12 +10,17 @@ from . import options
 NAME = "world-data"
 
 
-def add_parser(sub) -> None:
-    from ..data import world
-    p = sub.add_parser(NAME, help="labels, split, vocabulary and pseudo-captions for the uncaptioned COCO photos")
+def photos_and_text(p) -> None:
+    """The COCO photos and the two caption corpora (world-data's, and world-eval's for retrieval)."""
     p.add_argument("--coco", required=True, help="the COCO photos folder (photos.txt, images/)")
     p.add_argument("--captions", required=True, help="the COCO captions folder (captions.txt.gz)")
     p.add_argument("--flickr30k", required=True, help="the Flickr30k captions folder (captions.txt.gz)")
+
+
+def add_parser(sub) -> None:
+    from ..data import world
+    p = sub.add_parser(NAME, help="labels, split, vocabulary and pseudo-captions for the uncaptioned COCO photos")
+    photos_and_text(p)
     p.add_argument("--flickr8k", required=True, 
                    help="the Flickr8k folder (its train captions count for the vocabulary)")
     p.add_argument("--out", required=True, help="the folder to write (labels/ is reused: a rerun resumes)")

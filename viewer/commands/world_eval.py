@@ -7,6 +7,7 @@ import json
 import os
 
 from . import options
+from .world_data import photos_and_text
 
 NAME = "world-eval"
 
@@ -14,9 +15,7 @@ NAME = "world-eval"
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="proxy CHAIR and recall on the COCO choice part, for models and retrieval")
     p.add_argument("--world", required=True, help="the folder `world-data` wrote (split, labels)")
-    p.add_argument("--coco", required=True, help="the COCO photos folder (photos.txt, images/)")
-    p.add_argument("--captions", required=True, help="the COCO captions folder (captions.txt.gz): retrieval's corpus")
-    p.add_argument("--flickr30k", required=True, help="the Flickr30k captions folder: retrieval's corpus too")
+    photos_and_text(p)   # the captions: retrieval's corpus
     p.add_argument("--models", required=True, help="comma-separated model names or checkpoint paths")
     p.add_argument("--out", required=True, help="the report (JSON); captions go beside it, in <out>.captions.json")
     p.add_argument("--beam", type=int, default=3)
