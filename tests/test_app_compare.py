@@ -117,3 +117,20 @@ def test_a_photo_too_small_for_the_model_is_said(app, tmp_path):
     assert "px" not in h.caption_photo(PHOTO, "sat-soft", *EXPLORE, "", [], *STYLE)[2]
     huge = Photo(np.zeros((4, 6, 3), np.uint8), 9000, 6000)
     assert "9000×6000" in S.size_note(huge) and S.size_note(Photo(np.zeros((4, 4, 3), np.uint8), 640, 480)) == ""
+
+
+def test_an_object_the_detector_does_not_find_is_red_with_its_why(shipped):
+    """The shipped sat-soft calls the cup's photo "a small child is playing with a toy": the detector
+    finds no person there, so "child" is marked in the caption itself, and the view carries why."""
+    h = shipped
+    ex = h.caption_photo(PHOTO, "sat-soft", *EXPLORE, "", [], *STYLE)[0]
+    ex.sent_view = None                                               # (Caption sent it to the page already)
+    payload = h.studio.page_view(ex, S.Style(), ui.view_title("attention"))
+    words = [w.text for w in ex.trace.word_spans]
+    child = words.index("child")
+    assert payload["unseen"][str(child)].startswith("child: the detector finds no person here; ")
+    assert list(payload["unseen"]) == [str(child)]                     # the one object word it names
+    assert payload["unseen"][str(child)].endswith("looked at a cup, said child: a naming failure")
+    labels = dict((token.strip(), label) for token, label in S.caption_tokens(ex))
+    assert labels["child"] == "not seen" and labels["small"] is None
+    assert payload["words"] == words and payload["word_firsts"] == [w.first for w in ex.trace.word_spans]
