@@ -133,7 +133,11 @@ world: setup
 	OMP_NUM_THREADS=1 $(PY) -m viewer train --model sat-soft $(WORLD_ARGS) --out runs/world-sat-soft & pid=$$!; \
 	  OMP_NUM_THREADS=1 $(PY) -m viewer train --model sat-soft $(WORLD_ARGS) --gate $(WORLD_GATE) \
 	  --out runs/world-sat-soft-gate$(WORLD_GATE) && wait $$pid
-WORLD_MODELS ?= sat-soft,updown-copy,runs/world-sat-soft/best.safetensors,runs/world-sat-soft-gate$(WORLD_GATE)/best.safetensors
+WORLD_EPOCH ?= 1
+WORLD_RUN = runs/world-sat-soft-gate$(WORLD_GATE)/epoch-$(WORLD_EPOCH).safetensors
+WORLD_MODELS ?= sat-soft,updown-copy,$(WORLD_RUN)
 world-eval: setup
 	$(PY) -m viewer world-eval --world runs/world --coco $(SHARED)/coco-photos --captions $(SHARED)/coco-captions \
 	  --flickr30k $(SHARED)/flickr30k-captions --models $(WORLD_MODELS) --out reports/world/choice.json
+	$(PY) -m viewer evaluate --model $(WORLD_RUN) --data $(DATA) --split dev-report --out reports/world/dev-report-sat-soft-gate$(WORLD_GATE)
+	$(PY) -m viewer.analysis.tables
