@@ -110,3 +110,21 @@ def test_the_example_photos_report_marks_what_each_caption_names_that_the_photo_
         assert "<unk>" not in r["caption"].split() or r["decoding"] == "plain"
         assert not set(r["named"]) & set(r["ruled_out"])   # no class the detector sees none of
     assert any("person" in r["ruled_out"] for r in report["captions"] if r["photo"] == "rocket.jpg")
+
+
+def test_a_two_word_object_is_explained_by_the_class_it_names():
+    """"hot dog" is one object (CHAIR's rules): its "dog" is unsupported as a hot dog though a dog is
+    detected, and gets a cause (it once got none, and the report's count crashed on it)."""
+    import numpy as np
+
+    from viewer.analysis.grounding import Caption, grid_units
+    from viewer.analysis.hallucination import unsupported_block, unsupported_words
+    from viewer.engine.vision.boxes import Regions
+    regions = Regions(np.array([[0.0, 0.0, 0.5, 0.5]], np.float32), ["dog"], np.array([0.9], np.float32))
+    attention = np.zeros((4, 196))
+    attention[:, 2 * 14 + 2] = 1.0                                   # every word on the dog
+    c = Caption(0, ["a", "hot", "dog", "<end>"], attention, grid_units(196), regions, (224, 224))
+    found = unsupported_words(c, ["a bun"])
+    assert [(w["word"], w["step"]) for w in found] == [("dog", 2)]
+    assert found[0]["why"] == "looked at a dog, said dog: a naming failure"
+    assert unsupported_block([{"id": "a.jpg", "unsupported": found}])["naming failure"] == 1

@@ -89,7 +89,7 @@ def novel_block(captions: dict[str, str], references: dict[str, list[str]], clas
     return out
 
 
-def why_unsupported(word: str, attention, units, regions, guessed: bool | None) -> str | None:
+def why_unsupported(word: str, attention, units, regions, guessed: bool | None, cls: str | None = None) -> str | None:
     """Why an object word nothing supports (its class not detected) went wrong, or None when the
     detector found its class (or it names none): the model would have said it of most photos after
     the same words (`guessed`, language_prior.py: Rohrbach et al.'s language-prior failure), or its
@@ -97,7 +97,7 @@ def why_unsupported(word: str, attention, units, regions, guessed: bool | None) 
     said dogs"), or on nothing the detector found."""
     from ..engine.vision.boxes import CONTEXT
     from .grounding import centre_inside
-    cls = word_class(word)
+    cls = cls or word_class(word)   # the class the caption's words name here (CHAIR's "hot dog" ends on "dog")
     if cls is None or cls in regions.labels:
         return None
     if guessed:
@@ -122,7 +122,7 @@ def unsupported_words(caption, references: list[str], guessed=None) -> list[dict
         if cls is not None and cls not in caption.regions.labels and cls not in there:
             said = None if guessed is None else bool(guessed[t])
             out.append({"word": word, "step": t,
-                        "why": why_unsupported(word, caption.attention[t], caption.units, caption.regions, said)})
+                        "why": why_unsupported(word, caption.attention[t], caption.units, caption.regions, said, cls)})
     return out
 
 
