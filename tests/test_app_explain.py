@@ -130,7 +130,7 @@ def test_browser_explain_with_and_trust_card(server):
                                timeout=120_000)
         expect(page.locator("#panel .step-facts")).to_contain_text("the view shows occlusion")
         expect(page.locator("#scale input[value='stretch']")).to_be_checked()   # explanations: drawn stretched
-        expect(page.locator("#view")).to_contain_text("What the word needed (occlusion)")   # the view says which map
+        expect(page.locator("#view .av-title")).to_contain_text(": what the word needed (occlusion)")   # which word, which map
         page.get_by_text("Diagnose: grounding").click()
         page.locator("#trust-btn").click()
         n = len(studio.methods("sat-soft"))
@@ -141,7 +141,7 @@ def test_browser_explain_with_and_trust_card(server):
         page.locator("#photo input[type=file]").set_input_files(os.path.join(ASSETS, "rocket.jpg"))
         page.wait_for_timeout(1500)
         page.locator("#run").click()
-        expect(page.locator("#view")).to_contain_text("Where the model looked", timeout=90_000)
+        expect(page.locator("#view .av-title")).to_contain_text(": where the model looked", timeout=90_000)
         page.wait_for_function("(b) => { const c = document.querySelector('#view canvas');"
                                " return c && c.dataset.shown && c.dataset.shown !== b; }", arg=shown, timeout=90_000)
         browser.close()
