@@ -83,7 +83,7 @@ naming: setup
 	$(PY) -m viewer.analysis.tables
 
 # CHAIR and object recall of the committed caption reports, rescored from their captions.json after
-# the measure changes (analysis/chair.py; nothing is decoded again), and the answers' guessed verdict
+# the measure changes (data/chair.py; nothing is decoded again), and the answers' guessed verdict
 # from their answers (analysis/language_prior.py; the shipped models only); then the README's tables.
 rescore: setup
 	$(PY) -m viewer.analysis.rescore --data $(DATA) reports/eval reports/guide reports/novel reports/qa

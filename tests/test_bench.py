@@ -1,6 +1,7 @@
 """The benchmark command measures what it says, and its unbatched reference decodes the same caption."""
 import os
 
+from viewer.analysis.speed import inprocess_table
 from viewer.measure import bench
 from viewer.engine.vision import model_inputs
 
@@ -23,7 +24,7 @@ def test_bench_reports_every_stage(tiny_checkpoints):
                        answerers=["vqa-regions"])
     asked = result["models"].pop("vqa-regions")["ask_prepared"]   # one question per photo, timed
     assert 0 < asked["median_ms"] <= asked["p95_ms"]
-    assert "ask -> answer" in bench.table({**result, "models": {"vqa-regions": {"ask_prepared": asked}}})
+    assert "ask -> answer" in inprocess_table({**result, "models": {"vqa-regions": {"ask_prepared": asked}}})
     for name, r in result["models"].items():
         stages = r["end_to_end"]
         assert set(stages) == {"preprocess", "encoder", "detector", "decode", "trace", "total"}
@@ -33,12 +34,12 @@ def test_bench_reports_every_stage(tiny_checkpoints):
         guided = r["guided"]   # constrained by the detector's classes beside plain beam search
         assert guided["ratio"] > 0 and guided["plain"]["median_ms"] > 0 and 0 <= guided["photos_constrained"]
     assert result["peak_memory_mb"] > 0
-    assert "| updown |" in bench.table(result)
+    assert "| updown |" in inprocess_table(result)
 
 
 def test_startup_times_the_app_to_its_first_page(tiny_checkpoints):
     result = bench.startup(tiny_checkpoints, repeats=1)
     assert result["starts"] == 1
     assert result["first_page_s"] > 0 and result["import_gradio_s"] > 0 and result["import_torch_s"] > 0
-    assert "app start to first page" in bench.table({"machine": "m", "device": "cpu", "beam": 3, "images": [],
+    assert "app start to first page" in inprocess_table({"machine": "m", "device": "cpu", "beam": 3, "images": [],
                                                      "peak_memory_mb": 1, "models": {}, "startup": result})

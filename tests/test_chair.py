@@ -1,9 +1,9 @@
-"""CHAIR as Rohrbach et al. publish it (analysis/chair.py): their synonym list, two-word objects and
+"""CHAIR as Rohrbach et al. publish it (data/chair.py): their synonym list, two-word objects and
 rules, every mention counted. The expected counts are worked by hand through their `chair.py`
 (`caption_to_words`, `compute_chair`) for each caption below."""
 import pytest
 
-from viewer.analysis.chair import CLASS_OF, COCO_CLASSES, mentions, singularize, word_classes
+from viewer.data.chair import CLASS_OF, COCO_CLASSES, mentions, singularize, word_classes
 from viewer.analysis.hallucination import caption_objects, hallucination_block, mentioned
 from viewer.engine.vocab import tokenize
 

@@ -172,6 +172,7 @@ def test_evaluate_cli_writes_the_explain_block(tiny_checkpoints, tiny_data, cach
 
 def test_bench_explain_returns_numbers(captioner, photo):
     from viewer.engine.decoding import DecodeSettings
+    from viewer.analysis.speed import inprocess_table
     from viewer.measure import bench
     found = bench.explain_timings(captioner, "transformer", [photo], DecodeSettings(strategy="greedy"))
     for k in ("occlusion_caption_s", "superpixels_caption_s", "kernelshap_caption_s", "occlusion-fine_caption_s",
@@ -180,7 +181,7 @@ def test_bench_explain_returns_numbers(captioner, photo):
     assert found["words"] >= 2 and found["targets"] == {"occlusion_caption_s": 3.0, "gradcam_word_s": 0.3,
                                                         "superpixels_caption_s": 4.0}
     assert set(found["meets"]) == set(found["targets"])
-    table = bench.table({"machine": "m", "device": "cpu", "beam": 3, "images": [], "peak_memory_mb": 1,
+    table = inprocess_table({"machine": "m", "device": "cpu", "beam": 3, "images": [], "peak_memory_mb": 1,
                          "models": {"transformer": {"end_to_end": {k: {"median_ms": 1, "p95_ms": 1} for k in
                                                                     ("total", "preprocess", "encoder", "detector",
                                                                      "decode", "trace")},

@@ -9,6 +9,7 @@ running a parent first is how Python works, not a choice of the code.
 """
 import ast
 import os
+import sys
 
 from conftest import ROOT
 
@@ -86,3 +87,36 @@ def test_no_import_circles():
     graph = {name: imports(name, path, set(found)) for name, path in found.items()}
     circle = cycle(graph)
     assert circle is None, "import circle: " + " -> ".join(circle)
+
+
+# The folders from the bottom of the data flow to the top (docs/layout.md): a module imports only from its
+# own folder or a lower row. `measure/` times the app and the commands' work; `commands/` is the CLI over all.
+LAYERS = [("paths",), ("engine", "batch"), ("data", "community"), ("analysis",), ("training", "app"), ("measure",),
+          ("commands",), ("__main__", "cli")]
+
+
+def upward_imports(found: dict[str, str]) -> list[str]:
+    """Every import from a folder to a higher row of LAYERS (or to one beside it in the same row)."""
+    rank = {folder: row for row, folders in enumerate(LAYERS) for folder in folders}
+    folder = lambda name: name.split(".")[1] if "." in name else None   # noqa: E731
+    wrong = []
+    for name, path in sorted(found.items()):
+        for target in imports(name, path, set(found)):
+            a, b = folder(name), folder(target)
+            if a is None or b is None:
+                continue
+            assert a in rank and b in rank, f"{a} or {b} has no row in LAYERS"
+            if a != b and rank[b] >= rank[a] and not {a, b} == {"__main__", "cli"}:
+                wrong.append(f"{name} -> {target}")
+    return wrong
+
+
+def test_layer_check_finds_an_upward_import(monkeypatch):
+    graph = {"viewer.engine.a": {"viewer.analysis.b"}, "viewer.analysis.b": {"viewer.engine.a"}}
+    monkeypatch.setattr(sys.modules[__name__], "imports", lambda name, path, known: graph[name])
+    assert upward_imports(dict.fromkeys(graph, "")) == ["viewer.engine.a -> viewer.analysis.b"]
+
+
+def test_imports_point_down_the_data_flow():
+    wrong = upward_imports(modules())
+    assert not wrong, "imports that point up the layers: " + "; ".join(wrong)

@@ -17,7 +17,8 @@ def test_browser_bench_records_caption_and_stepping(server):
     pytest.importorskip("playwright", reason="the browser benchmark needs playwright (pip install playwright)")
     if not os.path.exists(CHROMIUM):
         pytest.skip("Debian chromium is not installed (apt-get install chromium; never `playwright install`)")
-    from viewer.measure.browserbench import run_browser_bench, table
+    from viewer.analysis.speed import browser_table as table
+    from viewer.measure.browserbench import run_browser_bench
     url, _ = server
     result = run_browser_bench(url, models=["sat-soft"], n_photos=1, clicks=1, arrows=1, ticks=1, timeout_s=20,
                                caption_timeout_s=120, explain="gradcam", pair=True, ask=True)

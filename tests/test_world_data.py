@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from viewer.__main__ import main
-from viewer.analysis.chair import COCO_CLASSES, mentions
+from viewer.data.chair import COCO_CLASSES, mentions
 from viewer.data import world
 from viewer.engine.vision.boxes import Regions
 from viewer.engine.vocab import tokenize

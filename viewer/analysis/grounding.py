@@ -31,7 +31,7 @@ from ..engine.vocab import tokenize
 from ..engine.images import AttendsTo, cell_boxes, grid_side
 from ..engine.trace import entropy
 from ..engine.vision.boxes import CONTEXT, Regions
-from .chair import CLASS_OF, mentions, singularize, word_classes
+from ..data.chair import CLASS_OF, mentions, singularize, word_classes
 
 RASTER = 112   # side of the raster that box unions are drawn on
 TOLERANCE_PX = 15   # TorchRay's pointing game: a peak within 15 px of the object's box is a hit

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from ..engine.constraints import Requirement, plural
 from ..engine.vision.boxes import CONTEXT
-from .chair import CLASS_OF, COCO_CLASSES
+from ..data.chair import CLASS_OF, COCO_CLASSES
 from .grounding import word_class
 
 MOST = 2              # classes required at most (the nocaps baseline uses 2-3)

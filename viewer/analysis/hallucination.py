@@ -16,14 +16,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.vocab import tokenize
-from .chair import mentions
+from ..data.chair import mentions
 from .grounding import bootstrap_ci, named_classes, step_classes, word_class
 
 MOST = 2   # references that must name a class for recall to expect it (of Flickr8k's five)
 GROUND_TRUTH = ("the photo's reference captions: a class is there when a reference names it (no instance labels; "
                 "Rohrbach et al.'s caption ground truth); recall expects the classes at least "
                 f"{MOST} references name; words map to COCO classes by Rohrbach et al.'s synonym list and rules "
-                "(analysis/chair.py); CHAIR_i counts every mention")
+                "(data/chair.py); CHAIR_i counts every mention")
 
 
 def mentioned(caption: str) -> list[str]:

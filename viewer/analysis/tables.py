@@ -16,6 +16,7 @@ import re
 import sys
 
 from ..paths import ROOT
+from . import speed
 
 REPORTS = os.path.join(ROOT, "reports", "explain")
 MODELS = ("sat-soft", "sat-hard", "transformer", "updown")
@@ -313,19 +314,19 @@ def _speed(name: str, what: str, command: str, render_report) -> str:
 
 def speed_table(_reports=None) -> str:
     """In-process timings: photo to trace per stage, explanations, ask, app start (reports/speed/inprocess.json)."""
-    from ..measure.bench import table
-    return _speed("inprocess.json", "in-process speed", "python -m viewer bench --ask --explain --startup --json", table)
+    return _speed("inprocess.json", "in-process speed", "python -m viewer bench --ask --explain --startup --json",
+                  speed.inprocess_table)
 
 
 def browser_table(_reports=None) -> str:
     """What a person feels, in headless chromium (reports/speed/browser.json)."""
-    from ..measure.browserbench import table
-    return _speed("browser.json", "browser", "python -m viewer.measure.loadtest --browser --photos 6 --ask --pair", table)
+    return _speed("browser.json", "browser", "python -m viewer.measure.loadtest --browser --photos 6 --ask --pair",
+                  speed.browser_table)
 
 
 def engines_line(_reports=None) -> str:
     """Photos per second of a dataset command, local and on Ray (reports/speed/engines.json,
-    `measure.engines.engine_bench`)."""
+    `commands.bench.engine_bench`)."""
     def summary(r: dict) -> str:
         return (f"`{r['command']}` of `{r['model']}` on {r['photos']} {r['split']} photos, {r['cpus']} cores: local "
                 f"{r['local']['photos_per_s']} photos/s ({r['local']['seconds']} s, torch's default threads), local "

@@ -3,7 +3,7 @@ measured against the detector, since those photos have labels and no captions.
 
 - proxy CHAIR: an object a caption names that the detector does not find on the photo even at its
   own floor (a score of 0.2), per mention (CHAIR_i) and per caption (CHAIR_s), with Rohrbach et al.'s
-  word list (analysis/chair.py);
+  word list (data/chair.py);
 - recall: of the classes the detector is confident of (>= 0.5, the pseudo-captions' threshold),
   the share the caption names;
 
@@ -19,7 +19,7 @@ import random
 import numpy as np
 
 from ..data.world import Corpus, labels_at
-from .chair import mentions
+from ..data.chair import mentions
 from ..engine.vocab import tokenize
 
 LOW = 0.2          # the detector's floor: a class it does not find even here counts as absent

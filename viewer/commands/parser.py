@@ -1,5 +1,5 @@
 """The top-level parser for the commands it is given, apart from the list of them: code that runs one
-command (measure/engines.py) parses its arguments without importing every command (bench imports it)."""
+command (bench's `engine_bench`) parses its arguments without importing every command (bench imports it)."""
 from __future__ import annotations
 
 import argparse

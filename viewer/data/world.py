@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import combinations
 
-from ..analysis.chair import COCO_CLASSES, mentions, singularize
+from .chair import COCO_CLASSES, mentions, singularize
 from ..engine.images import ImageError, load_photo
 from ..engine.vocab import Vocabulary, tokenize
 from .datasets import read_flickr8k

@@ -97,6 +97,18 @@ class Ending(NamedTuple):
     finished: bool = True
 
 
+def _initial_state(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, init_mask: torch.Tensor | None,
+                   seeds: torch.Tensor | None, prompt: torch.Tensor | None, seed: int, k: int) -> dict:
+    """The model's state before its first word, each image's repeated for its k rows."""
+    n_img, device = feats.shape[0], feats.device
+    seeds = torch.full((n_img,), seed, dtype=torch.long, device=device) if seeds is None else seeds.to(device)
+    state = model.init_state(feats, mask if init_mask is None else init_mask, seeds)
+    state["mask"] = mask
+    if prompt is not None:
+        state = model.with_prompt(state, prompt)
+    return reorder(state, torch.arange(n_img, device=device).repeat_interleave(k))
+
+
 @torch.no_grad()
 def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, settings: DecodeSettings,
            vocab: Vocabulary, prefixes: list[list[int]] | None = None,
@@ -116,25 +128,17 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
     answering model's questions (models/vqa.py `with_prompt`)."""
     if (avoid is not None or settings.no_repeat) and constraints is None:
         constraints = [[] for _ in range(len(mask))]
-    _check(settings, mask, prefixes, steer, hide, constraints)
-    if need is not None and need < 1:
-        raise ValueError(f"need {need}: at least one required word must be met (None: all of them)")
-    start, end = vocab.start, vocab.end
+    _check(settings, mask, prefixes, steer, hide, constraints, need)
     model.eval()
     search = None if constraints is None else ConstrainedSearch(constraints, settings.width, need, prefixes, avoid,
                                                                 settings.no_repeat)
     n_img, k, device = feats.shape[0], settings.width if search is None else search.k, feats.device
     prefixes = prefixes or [[] for _ in range(n_img)]
-    longest = max(len(p) for p in prefixes)
+    longest = max(len(p) for p in prefixes)   # forced: the caption's length; else room to go past the prefix
     max_len = longest if settings.strategy == "forced" else max(settings.max_len, longest + 1)
 
-    seeds = torch.full((n_img,), settings.seed, dtype=torch.long, device=device) if seeds is None else seeds.to(device)
-    state = model.init_state(feats, mask if init_mask is None else init_mask, seeds)
-    state["mask"] = mask
-    if prompt is not None:
-        state = model.with_prompt(state, prompt)
-    state = reorder(state, torch.arange(n_img, device=device).repeat_interleave(k))
-    words = torch.full((n_img * k,), start, dtype=torch.long, device=device)
+    state = _initial_state(model, feats, mask, init_mask, seeds, prompt, settings.seed, k)
+    words = torch.full((n_img * k,), vocab.start, dtype=torch.long, device=device)
     scores = torch.full((n_img, k), float("-inf"), device=device)
     scores[:, 0] = 0.0
     generator = torch.Generator(device=device).manual_seed(settings.seed)
@@ -146,12 +150,11 @@ def decode(model: CaptionModel, feats: torch.Tensor, mask: torch.Tensor, setting
         step, state = _step(model, state, words, t, steer, hide, k)
         logp = F.log_softmax(step.logits.float().index_fill(1, banned, float("-inf")), dim=-1)
         top_lp, top_ids = logp.topk(min(settings.top_k, logp.shape[1]), dim=-1)
-        record = {"attention": step.attention, "top_ids": top_ids, "top_lp": top_lp,
-                  "beta": step.beta, "sample": step.sample, "heads": step.heads,
-                  "outside": step.outside, "copy": step.copy}
+        record = {"attention": step.attention, "top_ids": top_ids, "top_lp": top_lp, "beta": step.beta,
+                  "sample": step.sample, "heads": step.heads, "outside": step.outside, "copy": step.copy}
         parents, new_words, new_scores, word_lp = (
-            _select(_propose(logp, scores, prefixes, t, settings, generator), finished, t, k, end) if search is None
-            else search.select(search.propose(logp, scores, t), finished, t, end, Ending))
+            _select(_propose(logp, scores, prefixes, t, settings, generator), finished, t, k, vocab.end) if search is None
+            else search.select(search.propose(logp, scores, t), finished, t, vocab.end, Ending))
         parents_t = torch.tensor(parents, device=device)
         record.update(parent=parents, word=new_words, word_lp=word_lp)
         history.append(record)
@@ -183,7 +186,9 @@ def _constrained(search: ConstrainedSearch, history, finished, scores, n_img, k,
     return found
 
 
-def _check(settings: DecodeSettings, mask, prefixes, steer, hide, constraints) -> None:
+def _check(settings: DecodeSettings, mask, prefixes, steer, hide, constraints, need) -> None:
+    if need is not None and need < 1:
+        raise ValueError(f"need {need}: at least one required word must be met (None: all of them)")
     if constraints is not None and (not settings.searches or len(constraints) != len(mask)):
         raise ValueError("constrained decoding is beam search (or greedy), one constraint list per image")
     if settings.strategy == "forced" and not prefixes:

@@ -42,6 +42,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from ..analysis.speed import browser_table
 from ..paths import ASSETS, ROOT
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -483,6 +484,31 @@ def run_browser_bench(url: str, models: list[str] | None = None, photos: list[st
     return result
 
 
+def _summary(samples: list[dict], explain: str | None, ask: bool, ticks: int) -> dict:
+    """One model's samples as p50/p90 figures per kind of step."""
+    found = {}
+    for name, kinds in (("caption_to_first_overlay", ("caption",)), ("stepping", ("click", "arrow")), ("restyle", ("restyle",))):
+        found[name] = _stats([s for s in samples if s["kind"] in kinds])
+        found[name + "_exact"] = _stats([s for s in samples if s["kind"] in kinds], "exact_ms")
+    found["hover"] = _stats([s for s in samples if s["kind"] == "hover"])
+    found["hover_tinted"] = _stats([s for s in samples if s["kind"] == "hover"], "tinted_ms")
+    found["stepping_by_input"] = {k: _stats([s for s in samples if s["kind"] == k]) for k in ("click", "arrow")}
+    captions = [s for s in samples if s["kind"] == "caption" and s.get("server_ms") is not None]
+    found["caption_server"] = _stats([{"outcome": "shown", "ms": s["server_ms"]} for s in captions])
+    found["caption_trace_received"] = _stats([{"outcome": "shown", "ms": s["received_ms"]} for s in captions])
+    if ask:
+        found["ask_to_map"] = _stats([s for s in samples if s["kind"] == "ask"])
+    if explain:
+        found["explain_to_first_view"] = _stats([s for s in samples if s["kind"] == "explain"])
+        found["explain_stepping"] = _stats([s for s in samples if s["kind"] == "explain-click"])
+    if ticks:
+        play = [s for s in samples if s["kind"] == "play"]
+        intervals = [{"outcome": "shown", "ms": s["interval_ms"]} for s in play if "interval_ms" in s]
+        found["play_interval"] = _stats(intervals)
+        found["play_slider_to_overlay"] = _stats(play)
+    return found
+
+
 def _bench_model(page: Page, model: str, photos, warm_photo, copies, clicks, arrows, ticks, caption_timeout_s,
                  warmup_timeout_s, log, explain: str | None = None, ask: bool = False) -> dict:
     out = {"warmup_ms": None, "samples": [], "errors": []}
@@ -526,26 +552,7 @@ def _bench_model(page: Page, model: str, photos, warm_photo, copies, clicks, arr
             out["errors"].append(f"{name}: {type(err).__name__}: {err}")
         log(f"{model}: {name} " + " ".join(f"{s['kind']}={s.get('ms', s['outcome'])}" for s in out["samples"]
                                            if s["photo"] == name))
-    samples = out["samples"]
-    for name, kinds in (("caption_to_first_overlay", ("caption",)), ("stepping", ("click", "arrow")), ("restyle", ("restyle",))):
-        out[name] = _stats([s for s in samples if s["kind"] in kinds])
-        out[name + "_exact"] = _stats([s for s in samples if s["kind"] in kinds], "exact_ms")
-    out["hover"] = _stats([s for s in samples if s["kind"] == "hover"])
-    out["hover_tinted"] = _stats([s for s in samples if s["kind"] == "hover"], "tinted_ms")
-    out["stepping_by_input"] = {k: _stats([s for s in samples if s["kind"] == k]) for k in ("click", "arrow")}
-    captions = [s for s in samples if s["kind"] == "caption" and s.get("server_ms") is not None]
-    out["caption_server"] = _stats([{"outcome": "shown", "ms": s["server_ms"]} for s in captions])
-    out["caption_trace_received"] = _stats([{"outcome": "shown", "ms": s["received_ms"]} for s in captions])
-    if ask:
-        out["ask_to_map"] = _stats([s for s in samples if s["kind"] == "ask"])
-    if explain:
-        out["explain_to_first_view"] = _stats([s for s in samples if s["kind"] == "explain"])
-        out["explain_stepping"] = _stats([s for s in samples if s["kind"] == "explain-click"])
-    if ticks:
-        play = [s for s in samples if s["kind"] == "play"]
-        intervals = [{"outcome": "shown", "ms": s["interval_ms"]} for s in play if "interval_ms" in s]
-        out["play_interval"] = _stats(intervals)
-        out["play_slider_to_overlay"] = _stats(play)
+    out.update(_summary(out["samples"], explain, ask, ticks))
     return out
 
 
@@ -601,82 +608,6 @@ def _step_through(page: Page, add, clicks: int, arrows: int, ticks: int) -> None
     if ticks and n >= 2:
         for r in page.play_ticks(ticks, n):
             add("play", r)
-
-
-def _f(ms) -> str:
-    return "-" if ms is None else f"{ms:.0f}"
-
-
-# What a person should feel (p90, ms): a region model's caption runs the detector's regions through
-# the decoder, so it has more time.
-TARGETS = {"caption": 250, "caption_regions": 400, "step": 16, "restyle": 50, "ask": 250}
-
-
-def targets_met(result: dict) -> str:
-    """Which models meet each target, to the first overlay and to the exact frame."""
-    def verdict(key, limit_of):
-        parts = []
-        for model, r in result["models"].items():
-            s = r.get(key) or {}
-            if s.get("n"):
-                ok = s["p90_ms"] <= limit_of(model) and not s["timeout"] and not s["error"]
-                parts.append(f"{model} {'yes' if ok else 'no'}")
-        return ", ".join(parts) or "not measured"
-    caption = lambda m: TARGETS["caption_regions" if m.startswith("updown") else "caption"]  # noqa: E731
-    rows = [("caption p90 <= 250 ms (regions 400)", "caption_to_first_overlay", caption),
-            ("the same to the exact frame", "caption_to_first_overlay_exact", caption),
-            (f"step p90 <= {TARGETS['step']} ms", "stepping", lambda m: TARGETS["step"]),
-            ("the same to the exact frame", "stepping_exact", lambda m: TARGETS["step"]),
-            (f"restyle p90 <= {TARGETS['restyle']} ms", "restyle", lambda m: TARGETS["restyle"]),
-            ("the same to the exact frame", "restyle_exact", lambda m: TARGETS["restyle"]),
-            (f"Ask -> answer's map p90 <= {TARGETS['ask']} ms", "ask_to_map", lambda m: TARGETS["ask"])]
-    return "Targets met: " + "; ".join(f"{name}: {verdict(key, limit)}" for name, key, limit in rows) + "."
-
-
-def table(result: dict) -> str:
-    """The run as Markdown (the README's browser table is this, generated from the committed report)."""
-    def cell(s):
-        if not s or not s["n"]:
-            return "-"
-        extra = "".join(f", {s[k]} {k}" for k in ("unchanged", "timeout", "error") if s[k])
-        return f"{s['p50_ms']:.0f} / {s['p90_ms']:.0f}{extra}"
-
-    settings = result["settings"]
-    lines = [f"{result['browser']}, {result['viewport'][0]}x{result['viewport'][1]}; "
-             f"{len(settings['photos'])} photos a model ({', '.join(settings['photos'])}), "
-             f"{settings['clicks']} clicks, {settings['arrows']} arrows, {settings['ticks']} play ticks each; "
-             "p50 / p90 ms", "",
-             "| model | first caption after start | caption -> first overlay | caption -> exact frame "
-             "| of which server / trace in page, p50 | step (click, arrow) | step, exact frame | restyle "
-             "| restyle, exact frame | hover: words re-tinted / frame | play: between overlays | Ask -> answer's map |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for model, r in result["models"].items():
-        split = " / ".join(_f(r.get(k, {}).get("p50_ms")) for k in ("caption_server", "caption_trace_received"))
-        lines.append(f"| {model} | {_f(r['warmup_ms'])} | {cell(r['caption_to_first_overlay'])} | "
-                     f"{cell(r.get('caption_to_first_overlay_exact'))} | {split} | {cell(r['stepping'])} | "
-                     f"{cell(r.get('stepping_exact'))} | {cell(r.get('restyle'))} | {cell(r.get('restyle_exact'))} | "
-                     f"{cell(r.get('hover_tinted'))}, {cell(r.get('hover'))} | {cell(r.get('play_interval'))} | "
-                     f"{cell(r.get('ask_to_map'))} |")
-    if "two_browsers" in result:
-        pair = result["two_browsers"]
-        lines += ["", f"Two browsers ({pair['model']}): A's steps alone {cell(pair['a_alone'])} "
-                      f"(exact {cell(pair.get('a_alone_exact'))}), while B captions {cell(pair['a_while_b_captions'])} "
-                      f"(exact {cell(pair.get('a_while_b_captions_exact'))})."]
-    explained = {m: r for m, r in result["models"].items() if "explain_to_first_view" in r}
-    if explained:
-        lines += ["", f"| model | Explain with {settings['explain']} -> first view | stepping its views |",
-                  "|---|---|---|"]
-        lines += [f"| {m} | {cell(r['explain_to_first_view'])} | {cell(r['explain_stepping'])} |"
-                  for m, r in explained.items()]
-    lines += ["", targets_met(result)]
-    if result["errors"]:
-        lines += ["", f"{len(result['errors'])} errors: " + "; ".join(result["errors"][:5])]
-    lines += ["", "First overlay: the word's first overlay on screen (a grid word's 224-px preview, or its exact "
-                  "frame); exact frame: the frame with render.py's pixels. First caption after start: each model's "
-                  "first caption, model chosen and photo uploaded (not in the other figures). Server: the caption's "
-                  "own time on the server; trace in page: from the click to the trace reaching the view. Play: the "
-                  "timer ticks every 0.9 s."]
-    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -736,7 +667,7 @@ def main(argv=None) -> int:
     if args.out:
         with open(args.out, "w") as f:
             f.write(text + "\n")
-    log(table(result))
+    log(browser_table(result))
     measured = all(r["caption_to_first_overlay"]["n"] and r["stepping"]["n"] for r in result["models"].values())
     return 1 if result["errors"] or not measured else 0
 

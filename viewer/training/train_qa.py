@@ -71,6 +71,24 @@ def accuracy(predicted: list[str], items: list[qa.Question]) -> float:
     return sum(p == q.answer for p, q in zip(predicted, items)) / max(len(items), 1)
 
 
+def _one_epoch(model, optim, table: FeatureTable, train: list, q_train: torch.Tensor, a_train: torch.Tensor,
+               batch: int, rng: random.Random, device) -> float:
+    """One pass over the training questions in a seeded order; the mean loss per question."""
+    model.train()
+    order, total = list(range(len(train))), 0.0
+    rng.shuffle(order)
+    for i in range(0, len(order), batch):
+        rows = order[i:i + batch]
+        v, mask = table.batch([train[r].photo for r in rows], device)
+        loss = model.loss_on(v, mask, q_train[rows].to(device), a_train[rows].to(device))
+        optim.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        optim.step()
+        total += loss.item() * len(rows)
+    return total / len(train)
+
+
 def train_qa(cfg: QAConfig, log=print) -> dict:
     if cfg.model not in REGISTRY or not getattr(REGISTRY[cfg.model][0], "answers", False):
         raise ValueError(f"{cfg.model!r} is not a question answering model; choose from "
@@ -112,20 +130,10 @@ def train_qa(cfg: QAConfig, log=print) -> dict:
         if history and epoch - max(history, key=lambda h: h["dev_accuracy"])["epoch"] > cfg.patience:
             log(f"no dev improvement for {cfg.patience} epochs: stopped")
             break
-        model.train()
-        start, order, total = time.time(), list(range(len(train))), 0.0
-        rng.shuffle(order)
-        for i in range(0, len(order), cfg.batch):
-            rows = order[i:i + cfg.batch]
-            v, mask = table.batch([train[r].photo for r in rows], device)
-            loss = model.loss_on(v, mask, q_train[rows].to(device), a_train[rows].to(device))
-            optim.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-            optim.step()
-            total += loss.item() * len(rows)
+        start = time.time()
+        total = _one_epoch(model, optim, table, train, q_train, a_train, cfg.batch, rng, device)
         dev_acc = accuracy(predict(model, table, dev, words, answers, device), dev)
-        entry = {"epoch": epoch, "loss": round(total / len(train), 4), "dev_accuracy": round(dev_acc, 4),
+        entry = {"epoch": epoch, "loss": round(total, 4), "dev_accuracy": round(dev_acc, 4),
                  "seconds": round(time.time() - start, 1)}
         history.append(entry)
         with open(log_path, "a", encoding="utf-8") as f:

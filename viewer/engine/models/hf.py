@@ -353,6 +353,33 @@ class HFLoadedModel(LoadedModel):
         return out
 
 
+def _start_and_end(model, tokenizer, blip: bool, spec: str) -> tuple:
+    """The decoder's start and end token ids (checked against its vocabulary), its vocabulary size, text and vision
+    configs and vision module: as the model's own `generate` would start and stop."""
+    if blip:    # as BlipForConditionalGeneration.generate: start with bos ([DEC]), end at [SEP]
+        text, enc = model.config.text_config, model.config.vision_config
+        start, end, size, vision_module = text.bos_token_id, text.sep_token_id, text.vocab_size, model.vision_model
+    else:
+        cfg, text, enc = model.config, model.config.decoder, model.config.encoder
+        start = getattr(cfg, "decoder_start_token_id", None)   # (a saved config may leave these out)
+        start = start if start is not None else getattr(text, "bos_token_id", None)
+        end = getattr(cfg, "eos_token_id", None)
+        end = end if end is not None else getattr(text, "eos_token_id", None)
+        size, vision_module = text.vocab_size, model.encoder
+    start = start if start is not None else tokenizer.cls_token_id     # BERT decoders: [CLS] ... [SEP]
+    end = end if end is not None else (tokenizer.eos_token_id if tokenizer.eos_token_id is not None
+                                       else tokenizer.sep_token_id)
+    if start is None or end is None:
+        raise CheckpointError(f"{spec}: config.json names no decoder start token or end token")
+    for role, token in (("decoder start", start), ("end", end)):
+        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < size:
+            raise CheckpointError(f"{spec}: config.json's {role} token {token!r} is no token id of its "
+                                  f"{size}-token vocabulary")
+    if len(tokenizer) > size:
+        raise CheckpointError(f"{spec}: the tokenizer has {len(tokenizer)} tokens, the decoder {size}")
+    return start, end, size, text, enc, vision_module
+
+
 def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementation: str | None = None) -> HFLoadedModel:
     """`hf:PATH` or `hf-hub:ORG/NAME[@REVISION]` -> a model ready for the pipeline; CheckpointError (one
     line naming the file and what is wrong) for anything that cannot be run."""
@@ -384,27 +411,7 @@ def load_folder(spec: str, device: torch.device | str = "cpu", attn_implementati
     except Exception as err:   # whatever transformers raises on a folder it cannot use: one line, no traceback
         raise CheckpointError(f"{spec}: transformers could not load it ({_first_line(err)})") from None
     model = model.to(device).eval().requires_grad_(False)
-    if blip:    # as BlipForConditionalGeneration.generate: start with bos ([DEC]), end at [SEP]
-        text, enc = model.config.text_config, model.config.vision_config
-        start, end, size, vision_module = text.bos_token_id, text.sep_token_id, text.vocab_size, model.vision_model
-    else:
-        cfg, text, enc = model.config, model.config.decoder, model.config.encoder
-        start = getattr(cfg, "decoder_start_token_id", None)   # (a saved config may leave these out)
-        start = start if start is not None else getattr(text, "bos_token_id", None)
-        end = getattr(cfg, "eos_token_id", None)
-        end = end if end is not None else getattr(text, "eos_token_id", None)
-        size, vision_module = text.vocab_size, model.encoder
-    start = start if start is not None else tokenizer.cls_token_id     # BERT decoders: [CLS] ... [SEP]
-    end = end if end is not None else (tokenizer.eos_token_id if tokenizer.eos_token_id is not None
-                                       else tokenizer.sep_token_id)
-    if start is None or end is None:
-        raise CheckpointError(f"{spec}: config.json names no decoder start token or end token")
-    for role, token in (("decoder start", start), ("end", end)):
-        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < size:
-            raise CheckpointError(f"{spec}: config.json's {role} token {token!r} is no token id of its "
-                                  f"{size}-token vocabulary")
-    if len(tokenizer) > size:
-        raise CheckpointError(f"{spec}: the tokenizer has {len(tokenizer)} tokens, the decoder {size}")
+    start, end, size, text, enc, vision_module = _start_and_end(model, tokenizer, blip, spec)
     vocab = HFVocab(tokenizer, int(end), size)
     special = SPECIAL_TOKENS.get(enc.model_type, 1)
     prompt = tuple(tokenizer(prompt_text, add_special_tokens=False)["input_ids"]) if prompt_text else ()
