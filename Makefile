@@ -68,7 +68,7 @@ speed: setup browser
 # detector does not see, and guided (ruling out, its top classes required, no trigram twice; chosen on
 # dev-select: make guide-choice), into reports/eval/ and reports/guide/, then the README's table.
 # About 30 minutes on 2 cores.
-CAPTION_MODELS := sat-soft sat-hard transformer updown updown-copy
+CAPTION_MODELS = $$($(PY) -c 'from viewer.engine.checkpoints import shipped; print(*shipped())')   # the shipped captioners
 guide-choice: setup   # which classes guidance rules out, chosen on dev-select (a few minutes): reports/guide/choice.json
 	$(PY) -m viewer.analysis.guide_choice --data $(DATA)
 

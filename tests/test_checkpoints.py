@@ -227,3 +227,15 @@ def test_every_shipped_checkpoint_says_how_it_was_chosen_and_holds_no_machine_pa
     assert meta["dev_settings"]["split"] == "dev-report" and meta["dev_settings"]["looked_at_report_half"] is True
     for text in _strings({k: v for k, v in meta.items() if k != "vocab"}):
         assert not os.path.isabs(text) and "/work/" not in text and "/tmp/" not in text, text
+
+
+def test_one_listing_order_read_from_each_checkpoints_type(tmp_path):
+    """The app's Model list, its lecture keys, `models`, bench and the docs' tables all read `shipped`: types in
+    the papers' order (a checkpoint named anything lists by its `model_type`), unknown or unreadable last."""
+    from viewer.engine.checkpoints import listing_order, shipped
+    assert listing_order({"zz": "sat-soft", "b": None, "a": "mystery", "updown": None, "x": "sat-hard"}) == \
+        ["zz", "x", "updown", "a", "b"]
+    assert shipped() == ["sat-soft", "sat-hard", "updown", "transformer", "updown-copy"]
+    assert shipped(task="answer") == ["vqa-regions", "vqa-blind"]
+    (tmp_path / "broken.safetensors").write_bytes(b"not a checkpoint")
+    assert shipped(str(tmp_path), task=None) == ["broken"] and shipped(str(tmp_path)) == ["broken"]

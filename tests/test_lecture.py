@@ -1,5 +1,5 @@
 """Lecture mode: `launch.py --lecture` or the Lecture toggle; big caption, the view filling the screen,
-advanced panels folded away, and keys for a lecturer (space, arrows, 1-4, F, Escape).
+advanced panels folded away, and keys for a lecturer (space, arrows, 1-5, F, Escape).
 
 The browser tests need Debian's chromium, like tests/test_app.py. Set LECTURE_SCREENSHOTS=DIR to keep
 the screenshots (the README's assets/lecture-*.png are made that way, on the shipped models).
@@ -14,6 +14,7 @@ from viewer.app import parser
 from viewer.app import MODEL_KEYS
 from viewer.app import session as S
 from viewer.app import panels as P
+from viewer.engine.checkpoints import shipped
 
 from conftest import ASSETS
 from test_app import _browser
@@ -23,15 +24,16 @@ SIZES = [(1920, 1080), (1280, 720)]
 
 def test_the_flag_and_the_helpers():
     assert parser().parse_args(["--lecture"]).lecture and not parser().parse_args([]).lecture
-    assert MODEL_KEYS == (1, 2, 3, 4)                       # one key per shipped model
-    models = ["sat-soft", "sat-hard", "updown", "transformer"]
+    assert MODEL_KEYS == (1, 2, 3, 4, 5)                    # one key per shipped captioner
+    models = shipped()
+    assert models == ["sat-soft", "sat-hard", "updown", "transformer", "updown-copy"]
     assert [S.model_for_key(models, k) for k in MODEL_KEYS] == models
     for k in MODEL_KEYS:                                     # a key past the list names no model
         with pytest.raises(ValueError, match=f"no model {k}"):
             S.model_for_key(models[:k - 1], k)
-    with pytest.raises(ValueError, match="no model 5"):
-        S.model_for_key(models, 5)
-    assert "1-4 model" in P.LECTURE_KEYS
+    with pytest.raises(ValueError, match="no model 6"):
+        S.model_for_key(models, 6)
+    assert "1-5 model" in P.LECTURE_KEYS
     line = P.lecture_line("<sat-hard>")
     assert "&lt;sat-hard&gt;" in line and "Esc" in line
 
@@ -62,7 +64,7 @@ def test_lecture_mode_in_a_browser(size, request, tmp_path):
     width, height = size
     flag = width == 1920
     url, studio = request.getfixturevalue("lecture_server" if flag else "server")
-    models = sorted(studio.models(), key=lambda m: ["sat-soft", "sat-hard", "updown", "transformer"].index(m))
+    models = studio.models()
     with sync_playwright() as p:
         browser = _browser(p)
         page = browser.new_page(viewport={"width": width, "height": height})

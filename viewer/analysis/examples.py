@@ -9,6 +9,7 @@ import json
 import os
 import sys
 
+from ..engine.checkpoints import shipped
 from ..engine.decoding import DecodeSettings
 from ..engine.images import load_photo
 from ..paths import ASSETS, ROOT
@@ -16,7 +17,6 @@ from .guide import guidance, guided_settings
 from .grounding import word_class
 from .hallucination import named
 
-MODELS = ("sat-soft", "sat-hard", "transformer", "updown", "updown-copy")
 OUT = os.path.join(ROOT, "reports", "examples.json")
 SETTINGS = DecodeSettings(strategy="beam", beam_size=3)
 # (name, must name the detector's top classes, rule out what it does not see); the app starts plain (app/ui.py)
@@ -24,10 +24,11 @@ DECODINGS = (("plain", False, False), ("ruled out", False, True), ("guided", Tru
 APP_DEFAULT = "plain"
 
 
-def caption_examples(captioner, models: tuple[str, ...] = MODELS) -> dict:
-    """Every example photo x model x decoding (DECODINGS): the caption, the classes it names and those
+def caption_examples(captioner, models: list[str] | None = None) -> dict:
+    """Every example photo x model (default: the shipped captioners) x decoding (DECODINGS): the caption, the classes it names and those
     of them the photo does not hold."""
     objects = json.load(open(os.path.join(ASSETS, "objects.json")))
+    models = models or shipped(captioner.checkpoint_dir)
     rows = []
     for name, there in sorted(objects["photos"].items()):
         photo = load_photo(os.path.join(ASSETS, name))

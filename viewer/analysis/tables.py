@@ -15,11 +15,11 @@ import os
 import re
 import sys
 
+from ..engine.checkpoints import listing_order
 from ..paths import ROOT
 from . import speed
 
 REPORTS = os.path.join(ROOT, "reports", "explain")
-MODELS = ("sat-soft", "sat-hard", "transformer", "updown")
 FILES = (os.path.join(ROOT, "README.md"), os.path.join(ROOT, "checkpoints", "README.md"),
          *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))))   # docs/: one page a topic
 
@@ -27,7 +27,7 @@ FILES = (os.path.join(ROOT, "README.md"), os.path.join(ROOT, "checkpoints", "REA
 def load_reports(folder: str = REPORTS) -> dict[str, dict]:
     found = {f[:-5]: json.load(open(os.path.join(folder, f))) for f in sorted(os.listdir(folder)) if f.endswith(".json")} \
         if os.path.isdir(folder) else {}
-    return {m: found[m] for m in sorted(found, key=lambda m: (MODELS.index(m) if m in MODELS else len(MODELS), m))}
+    return {m: found[m] for m in listing_order(dict.fromkeys(found))}
 
 
 def _f(v, digits: int = 2) -> str:
@@ -157,7 +157,7 @@ EVALUATIONS = os.path.join(ROOT, "reports", "eval")   # `evaluate --out reports/
 def load_evaluations(folder: str = EVALUATIONS) -> dict[str, dict]:
     found = {m: json.load(open(os.path.join(folder, m, "report.json"))) for m in sorted(os.listdir(folder))
              if os.path.exists(os.path.join(folder, m, "report.json"))} if os.path.isdir(folder) else {}
-    return {m: found[m] for m in sorted(found, key=lambda m: (MODELS.index(m) if m in MODELS else len(MODELS), m))}
+    return {m: found[m] for m in listing_order(dict.fromkeys(found))}
 
 
 GUIDED = os.path.join(ROOT, "reports", "guide")   # `evaluate --guide detector --out reports/guide/MODEL-SPLIT-T`
@@ -253,7 +253,6 @@ def examples_table(_reports=None, path: str = EXAMPLES) -> str:
 
 
 ANSWERS = os.path.join(ROOT, "reports", "qa")   # `evaluate --questions ... --out reports/qa/MODEL`: report.json
-QA_MODELS = ("vqa-regions", "vqa-grid", "vqa-bow", "vqa-blind")
 
 
 def answers_table(_reports=None, folder: str = ANSWERS) -> str:
@@ -261,7 +260,7 @@ def answers_table(_reports=None, folder: str = ANSWERS) -> str:
     on the questions generated from dev-report's captions, with image-level 95% intervals; how many
     answers were guessed; the questions' hand check (reports/qa/)."""
     found = load_evaluations(folder)
-    found = {m: found[m] for m in sorted(found, key=lambda m: (QA_MODELS.index(m) if m in QA_MODELS else 9, m))}
+    found = {m: found[m] for m in listing_order(dict.fromkeys(found))}
     if not found:
         return "No question answering evaluation is committed yet."
     types = ("object", "number", "colour", "location", "overall")

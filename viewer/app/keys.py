@@ -2,4 +2,4 @@
 session.py, so `--help` can name them without importing torch; not in the package's __init__, which
 imports ui.py and panels.py that need them too."""
 
-MODEL_KEYS = tuple(range(1, 5))
+MODEL_KEYS = tuple(range(1, 6))   # the five shipped captioners (engine/checkpoints.py shipped)

@@ -277,9 +277,12 @@ class Studio:
     def models(self, task: str = "caption") -> list[str]:
         """The models that caption (or, task="answer", answer questions: those that look at the photo
         first, so the app's default is never a question-only baseline whose map is uniform)."""
-        from ..engine.checkpoints import available
+        from ..engine.checkpoints import available, shipped
+        names = shipped(self.captioner.checkpoint_dir, task=task)
+        if task != "answer":
+            return names
         found = available(self.captioner.checkpoint_dir, task=task)
-        return sorted(found, key=lambda name: _look(found[name]) == "none") if task == "answer" else list(found)
+        return sorted(names, key=lambda name: _look(found[name]) == "none")
 
     def trained_on(self, task: str = "caption") -> str:
         """What the models of `task` have read, in one line (`trained_on_line`), from their checkpoints."""

@@ -38,7 +38,6 @@ EXAMPLE_QUESTIONS = {   # a few per example photo, of the kinds the answerers we
     "astronaut.jpg": ["what colour is the woman's suit?", "what is the woman holding?"],
     "grace_hopper.jpg": ["what colour is the woman's hat?", "what is the woman wearing?"],
     "rocket.jpg": ["where is the rocket?", "how many rockets are there?"]}
-DEFAULT_ORDER = ["sat-soft", "sat-hard", "updown", "transformer"]
 HIDDEN = ["lecture-hide"]   # folded away in lecture mode
 # Guidance by the detector (analysis/guide.py), two switches measured apart on dev-report (README, "Naming
 # what is there"); GUIDES_BY_DEFAULT: those the dev figures support (see there).
@@ -460,7 +459,7 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
     The components go into one namespace `c`, laid out tab by tab, then wired to `Handlers`."""
     os.makedirs(studio.view_dir, exist_ok=True)
     gr.set_static_paths([studio.view_dir])   # the server's views (coverage, Compare) are served as they are
-    models = sorted(studio.models(), key=lambda m: (m not in DEFAULT_ORDER, DEFAULT_ORDER.index(m) if m in DEFAULT_ORDER else 0, m))
+    models = studio.models()   # the listing order (engine/checkpoints.py shipped): sat-soft first
     h, c = Handlers(studio, models), SimpleNamespace()
     # uploads and served images in Gradio's cache are deleted an hour after they were made
     with gr.Blocks(title="Attention viewer", analytics_enabled=False, delete_cache=(600, 3600)) as demo:

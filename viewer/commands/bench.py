@@ -38,14 +38,15 @@ def run(args) -> int:
         return 0
     from ..analysis.speed import inprocess_table
     from ..measure import bench
-    from ..engine.checkpoints import available, read_meta, stored_vision_spec
+    from ..engine.checkpoints import available, read_meta, shipped, stored_vision_spec
     from ..paths import ASSETS
     images = args.images or [ASSETS]
     paths = []
     for item in images:
         paths += sorted(glob.glob(os.path.join(item, "*.jpg"))) if os.path.isdir(item) else [item]
-    models = args.models or [name for name, path in available(args.checkpoints, task="caption").items()
-                             if not stored_vision_spec(read_meta(path)).brings_own_features]
+    found = available(args.checkpoints, task="caption")
+    models = args.models or [name for name in shipped(args.checkpoints)
+                             if not stored_vision_spec(read_meta(found[name])).brings_own_features]
     answerers = list(available(args.checkpoints, task="answer")) if args.ask else []
     result = bench.run(models, paths, args.device, repeats=args.repeats, beam=args.beam,
                        checkpoint_dir=args.checkpoints, explain=args.explain, answerers=answerers)

@@ -58,7 +58,8 @@ def run(args) -> int:
         print(f"no checkpoints in {args.checkpoints or ', '.join(checkpoints.MODEL_DIRS)}")
         return 0
     rows, answerers, unscored = [], [], []
-    for name, path in found.items():
+    for name in checkpoints.shipped(args.checkpoints, task=None):   # the listing order
+        path = found[name]
         try:
             meta = checkpoints.read_meta(path)
         except checkpoints.CheckpointError as err:

@@ -241,6 +241,31 @@ def available(folder: str | None = None, task: str | None = None) -> dict[str, s
     return found if task is None else {name: path for name, path in found.items() if model_task(path) in (task, None)}
 
 
+# The one order models are listed in (the app's Model list and its lecture keys, `models`, `bench`, the docs'
+# tables and examples): by their type, as each checkpoint's `model_type` says, in the papers' order; then by name.
+TYPE_ORDER = ("sat-soft", "sat-hard", "updown", "transformer", "updown-copy", "vqa-regions", "vqa-grid", "vqa-bow",
+              "vqa-blind")
+
+
+def listing_order(types: dict[str, str | None]) -> list[str]:
+    """Model names (name -> model type, or None if unknown) sorted into TYPE_ORDER, unknown types last."""
+    rank = lambda t: TYPE_ORDER.index(t) if t in TYPE_ORDER else len(TYPE_ORDER)   # noqa: E731
+    return sorted(types, key=lambda name: (rank(types[name] or name), name))
+
+
+def shipped(folder: str | None = None, task: str | None = "caption") -> list[str]:
+    """The models in `folder` (default: the shipped ones) that do `task`, in listing order: the one list of them."""
+    found = available(folder, task=task)
+    return listing_order({name: _model_type(path) for name, path in found.items()})
+
+
+def _model_type(path: str) -> str | None:
+    try:
+        return read_meta(path).get("model_type")
+    except CheckpointError:
+        return None
+
+
 def model_task(path: str) -> str | None:
     """What a checkpoint does: "answer" (question answering), "caption", or None if it cannot be read."""
     try:
