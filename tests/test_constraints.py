@@ -431,3 +431,32 @@ def test_the_guidance_rule_chosen_is_the_least_hallucinating_of_those_that_cost_
             {"rule": "best", "chair_s": 0.06, "object_recall": 0.775, "BLEU-4": 18.95}]
     assert chosen(rows) == "best"
     assert chosen(rows[:1] + rows[2:4]) == "plain"   # nothing affordable: plain decoding stays
+
+
+def test_compares_guidance_mode_says_why_two_columns_agree(captioner):
+    """A column that says what an earlier one said says why, and only then: ruling out changed nothing (the
+    caption named nothing the detector misses), or requiring changed nothing (no class scored THRESHOLD or
+    more; or the caption already named it). Checked on every example photo."""
+    import os
+
+    from conftest import ASSETS
+    from viewer.app import session as S
+    from viewer.analysis.guide import THRESHOLD
+    studio = S.Studio(captioner)
+    settings, agreed = DecodeSettings(beam_size=2), 0
+    for name in sorted(f for f in os.listdir(ASSETS) if f.endswith(".jpg")):
+        traces = studio.compare_guidance(studio.explore(os.path.join(ASSETS, name), "updown", settings))
+        guided = studio.explore(os.path.join(ASSETS, name), "updown", settings, name_detected=True, rule_out=True)
+        required = [w for w, source in guided.required or () if source == "detector"]
+        for i, trace in enumerate(traces):
+            same = [j for j in range(i) if traces[j].words == trace.words]
+            if not same:
+                assert "same as" not in trace.model
+                continue
+            agreed += 1
+            j = same[-1]
+            expected = ("same as plain: it named nothing the detector does not see" if j == 0 else
+                        f"same as ruled out: no class scored {THRESHOLD} or more, so nothing was required"
+                        if not required else "same as ruled out: that caption already named what the detector required")
+            assert trace.model.endswith(expected), (name, i, trace.model)
+    assert agreed, "no example photo had two columns alike: the test checked nothing"

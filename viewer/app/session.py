@@ -573,11 +573,13 @@ class Studio:
         """Compare's guidance mode: Explore's model and settings three ways on the same photo, as Explore
         decodes them with its switches: plain, with what the detector does not see ruled out, and also
         made to name its top classes. Each trace is named by what was asked of it (the words of its line)."""
-        out = []
+        out, shown = [], []
         for name, name_detected, rule_out in (("plain", False, False), ("ruled out", False, True), ("guided", True, True)):
             one = self.explore(ex.photo, ex.model, ex.settings, name_detected=name_detected, rule_out=rule_out)
             asked = " · ".join(guidance_parts(one.required, one.avoid))
-            out.append(replace(one.trace, model=f"{ex.model} · {name}" + (f" ({asked})" if asked else "")))
+            why = same_as_note(shown, one)
+            out.append(replace(one.trace, model=f"{ex.model} · {name}" + (f" ({asked})" if asked else "") + why))
+            shown.append((name, one))
         return out
 
     # --- comparing ---------------------------------------------------------------------------
@@ -850,6 +852,22 @@ def guidance_parts(required: tuple | None, avoid: tuple) -> list[str]:
     return ([f"must name {', '.join(must)}"] if must else []) + \
         ([f"never {', '.join(shown)}{rest} (the detector sees none)"] if never else []) + \
         (["never `<unk>`"] if UNKNOWN in avoid else [])
+
+
+def same_as_note(before: list[tuple[str, Exploration]], one: Exploration) -> str:
+    """Why Compare's guidance column `one` says what an earlier column said (empty when it differs): ruling out
+    changed nothing when the caption named nothing the detector misses; requiring changed nothing when the
+    detector found no class sure enough to require (THRESHOLD) or the caption already named it."""
+    from ..analysis.guide import THRESHOLD
+    for name, other in reversed(before):
+        if other.trace.words != one.trace.words:
+            continue
+        if name == "plain":
+            return " — same as plain: it named nothing the detector does not see"
+        required = [words for words, source in one.required or () if source == "detector"]
+        return (f" — same as {name}: no class scored {THRESHOLD} or more, so nothing was required" if not required
+                else f" — same as {name}: that caption already named what the detector required")
+    return ""
 
 
 def guidance_note(required: tuple | None, avoid: tuple, overruled: str | None = None) -> str:
