@@ -65,8 +65,12 @@ def test_a_new_caption_shows_attention_until_explained(studio, explored):
 
 
 def test_trust_card_has_a_map_and_numbers_per_method(studio, explored):
-    page = P.trust_card(studio, explored, S.Style())
+    heard = []
+    page = P.trust_card(studio, explored, S.Style(), lambda done, total, what: heard.append((done, total, what)))
     methods = studio.methods("sat-soft")
+    n = len(methods) + 2   # one report per method's map, then one per imputer's curves, in order
+    assert [(d, t) for d, t, _ in heard] == [(i, n) for i in range(n)]
+    assert heard[0][2] == f"map 1 of {len(methods)}: attention" and "hidden by road" in heard[-1][2]
     assert methods == ("attention", "occlusion", "superpixels", "gradcam", "kernelshap", "occlusion-fine")
     tiles = re.findall(r'data-method="([\w-]+)"><img src="data:image/jpeg;base64,[A-Za-z0-9+/=]{100,}"', page)
     assert tiles == list(methods)
@@ -77,6 +81,10 @@ def test_trust_card_has_a_map_and_numbers_per_method(studio, explored):
         aucs = [float(v) for v in re.findall(rf'<b class="auc" data-imputer="{imp}">(-?[\d.]+)</b>', page)]
         assert np.allclose(aucs, [c.auc(m)[t] for m in methods], atol=0.006)
     best = {imp: max(methods, key=lambda m, c=c: c.auc(m)[t]) for imp, c in curves.items()}
+    verdict = re.search(r'<div class="trust-verdict">(.*?)</div>', page).group(1)
+    assert page.index("trust-verdict") < page.index("step-facts")        # the plain verdict first
+    assert verdict.startswith("Trust <b>" if best["blur"] == best["road"] else "No one map to trust")
+    assert "nats" not in verdict and "imputer" not in verdict             # in words, not jargon
     assert ("under both imputers" in page) == (best["blur"] == best["road"])
     assert ("the imputers disagree" in page.lower()) == (best["blur"] != best["road"])
     assert f"falls by {curves['blur'].visual_dependence[t]:.2f} nats when the whole photo is blurred away" in page

@@ -198,15 +198,16 @@ def _bars(title: str, alternatives: list[tuple[str, float]]) -> str:
     return f'<div class="topk" style="flex:1"><div class="topk-title">{html.escape(title)}</div>{rows}</div>'
 
 
-def trust_card(studio: Studio, ex: Exploration, style: Style) -> str:
+def trust_card(studio: Studio, ex: Exploration, style: Style, report=None) -> str:
     """HTML: "which map to trust" for the selected word, by the reports' rule: each method's map, how
     much hiding the photo in its order costs the word (deletion AUC, most relevant first) under both
     imputers (the blur, which occlusion and superpixels build their maps with, and ROAD's noisy linear
     imputation, which no method optimises); a map is named the one to trust only when both agree.
     Whether its peak lies on the detector's boxes of the object the word names, and how much the word
     depends on the photo at all (visual dependence, blurred away and removed: a figure; "guessed" only
-    when the model would have said it of most reference photos, `Studio.guessed`)."""
-    found, curves = studio.trust(ex)
+    when the model would have said it of most reference photos, `Studio.guessed`). A plain verdict comes
+    first; `report` hears of each method's map as it is made (`Studio.trust`)."""
+    found, curves = studio.trust(ex, report)
     t, word = ex.step, ex.trace.word_at(ex.step).text
     regions = studio.captioner.features([ex.photo], with_regions=True)[0].regions
     small = thumbnail(ex.display, 200)
@@ -228,18 +229,26 @@ def trust_card(studio: Studio, ex: Exploration, style: Style) -> str:
     best = {imp: max(found, key=lambda m, c=c: c.auc(m)[t]) for imp, c in curves.items()}
     w = html.escape(word)
     if len(set(best.values())) == 1:
+        plain = (f"Trust <b>{html.escape(METHOD_LABELS[next(iter(best.values()))])}</b> for <b>{w}</b>: hiding the photo "
+                 f"where its map points lowers the word's probability most, whichever way the photo is hidden.")
         ranked = (f"<b>{html.escape(METHOD_LABELS[next(iter(best.values()))])}</b>'s order costs "
                   f"log p({w}) most under both imputers: its map holds most of what the word used")
     else:
+        plain = (f"No one map to trust for <b>{w}</b>: the two ways of hiding the photo disagree on which map holds "
+                 f"what the word used, so read them side by side.")
         ranked = ("The imputers disagree on which map holds what the word used (" + ", ".join(
             f"{IMPUTER_NAMES[imp]}: {html.escape(METHOD_LABELS[m])}" for imp, m in best.items()) + "): trust neither alone")
     dep = {imp: float(c.visual_dependence[t]) for imp, c in curves.items()}
+    needs = ("The word needs the photo: without it the model is much less sure of it." if min(dep.values()) >= 1 else
+             "The word hardly needs the photo: without it the model says it about as readily."
+             if max(dep.values()) < 0.3 else "The word needs the photo a little.")
     guessed = studio.guessed(ex)
     said = None if guessed is None else verdict(word, bool(guessed[ex.trace.word_at(t).first]))
     label = (" (guessed or not: not measured without --data's photos)" if guessed is None
              else f" ({said}: the model would have said it of most photos)" if said else "")
     random = " / ".join(f"{c.auc()[t]:.2f}" for c in curves.values())
-    return (f'<div class="step-facts">Which map to trust for <b>{w}</b>? Hiding the photo in each map\'s order '
+    return (f'<div class="trust-verdict">{plain} {needs}</div>'
+            f'<div class="step-facts">Hiding the photo in each map\'s order '
             f"(most relevant first, up to 90%; blurred, or filled by ROAD's noisy linear imputation) lowers "
             f"log p({w}) on average by the deletion AUC; a random order: {random} nats. {ranked}. "
             f"Visual dependence: log p({w}) falls by {dep['blur']:.2f} nats when the whole photo is blurred away "

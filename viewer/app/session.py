@@ -510,15 +510,23 @@ class Studio:
                 self._pipes.pop(next(iter(self._pipes)))
         return self._pipes[key]
 
-    def trust(self, ex: Exploration) -> tuple[dict[str, Explanation], dict[str, Deletion]]:
+    def trust(self, ex: Exploration, report=None) -> tuple[dict[str, Explanation], dict[str, Deletion]]:
         """Every method's maps of the shown caption and the selected word's pixel-space deletion
         curves under each, under both imputers (the reports' two-imputer rule; one batch of photos
-        each), cached per photo, model, caption, word and imputer."""
-        found = {m: self.explain(ex, m) for m in self.methods(ex.model)}
-        maps = {m: e.maps[m] for m, e in found.items()}
-        return found, {imp: self._once(self._deletions, (*ex.key, ex.step, imp),
-                                       lambda imp=imp: deletion(self.pipe(ex), maps, steps=[ex.step], imputer=imp))
-                       for imp in IMPUTERS}
+        each), cached per photo, model, caption, word and imputer. `report(done, total, what)` hears
+        of each part as it starts (the app's progress bar: a minute's work, method by method)."""
+        methods = self.methods(ex.model)
+        total, report = len(methods) + len(IMPUTERS), report or (lambda done, total, what: None)
+        found = {}
+        for i, m in enumerate(methods):
+            report(i, total, f"map {i + 1} of {len(methods)}: {m}")
+            found[m] = self.explain(ex, m)
+        maps, curves = {m: e.maps[m] for m, e in found.items()}, {}
+        for j, imp in enumerate(IMPUTERS):
+            report(len(methods) + j, total, f"the word's deletion curves, hidden by {imp}")
+            curves[imp] = self._once(self._deletions, (*ex.key, ex.step, imp),
+                                     lambda imp=imp: deletion(self.pipe(ex), maps, steps=[ex.step], imputer=imp))
+        return found, curves
 
     def methods(self, model: str) -> tuple[str, ...]:
         return available_methods(self.captioner, model)

@@ -344,8 +344,7 @@ class Handlers:
         if ex is None:
             raise gr.Error("Caption a photo first.")
         ex.go_to(t)
-        progress(0.05, desc="every method's maps, then the selected word's deletion curves")
-        return P.trust_card(self.studio, ex, _style(*style))
+        return P.trust_card(self.studio, ex, _style(*style), lambda done, total, what: progress(done / total, desc=what))
 
     @friendly
     def hide(self, ex, t):
