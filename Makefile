@@ -123,16 +123,16 @@ world-data: setup
 # Models that have read COCO (issue "Speak the world"): `sat-soft` warm-started from the shipped one on
 # Flickr8k + the COCO pseudo-pairs of runs/world (make world-data first), with its grown vocabulary, the
 # word-level gate at WORLD_GATE and without it (the ablation's two rows), WORLD_EPOCHS epochs, every
-# epoch kept; resumable (run again to continue). Two runs side by side, one thread each: about
+# epoch kept; resumable (run again to continue). One run after the other: each holds about 8 GB of
+# features and 12 GB at its dev evaluation (two at once were killed for memory on 24 GB); about
 # 20 minutes an epoch on 2 cores. Then world-eval: proxy CHAIR and recall on the choice part.
 WORLD_EPOCHS ?= 3
 WORLD_GATE ?= 0.3
 WORLD_ARGS = --data $(DATA) --world runs/world --coco $(SHARED)/coco-photos --init-from checkpoints/sat-soft.safetensors \
   --epochs $(WORLD_EPOCHS) --lr 4e-4 --keep-epochs --resume
 world: setup
-	OMP_NUM_THREADS=1 $(PY) -m viewer train --model sat-soft $(WORLD_ARGS) --out runs/world-sat-soft & pid=$$!; \
-	  OMP_NUM_THREADS=1 $(PY) -m viewer train --model sat-soft $(WORLD_ARGS) --gate $(WORLD_GATE) \
-	  --out runs/world-sat-soft-gate$(WORLD_GATE) && wait $$pid
+	$(PY) -m viewer train --model sat-soft $(WORLD_ARGS) --gate $(WORLD_GATE) --out runs/world-sat-soft-gate$(WORLD_GATE)
+	$(PY) -m viewer train --model sat-soft $(WORLD_ARGS) --out runs/world-sat-soft
 WORLD_EPOCH ?= 1
 WORLD_RUN = runs/world-sat-soft-gate$(WORLD_GATE)/epoch-$(WORLD_EPOCH).safetensors
 WORLD_MODELS ?= sat-soft,updown-copy,$(WORLD_RUN)
