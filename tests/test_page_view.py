@@ -3,6 +3,7 @@ emitted each word, the canvas matches render.py's picture of the same step, and 
 tints every word by its attention there (the inverse view)."""
 from __future__ import annotations
 
+import base64
 import os
 
 import numpy as np
@@ -23,14 +24,19 @@ GRID_TOLERANCE, REGION_TOLERANCE = 1.5, 4.0
 # the colour map rather than before.
 PREVIEW_TOLERANCE = 3.0
 BAR_ROWS = 110   # the colour bar's corner: at most this many rows at the bottom of a 640-row view
+# A canvas's RGBA bytes as base64: a few MB of text, not millions of numbers in JSON (which cost minutes a test)
+PIXELS = ("((c) => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let s = '';"
+          " for (let i = 0; i < d.length; i += 0x8000) s += String.fromCharCode.apply(null, d.subarray(i, i + 0x8000));"
+          " return btoa(s); })")
 CANVAS = """() => { const c = document.querySelector('#view canvas');
   if (!c || !c.dataset.shown) return null;
   return {w: c.width, h: c.height, step: Number(c.dataset.step), shown: c.dataset.shown,
-          pixels: Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data)}; }"""
+          pixels: """ + PIXELS + """(c)}; }"""
+COVERAGE_SHOWN = "() => document.querySelector('#coverage canvas.av-coverage')?.dataset.shown?.split('|')[1] === '1'"
 COVERAGE = """() => { const c = document.querySelector('#coverage canvas.av-coverage');
   if (!c || !c.dataset.shown) return null;
   return {w: c.width, h: c.height, shown: c.dataset.shown,
-          pixels: Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data)}; }"""
+          pixels: """ + PIXELS + """(c)}; }"""
 
 
 @pytest.fixture(scope="module")
@@ -118,10 +124,15 @@ def test_the_page_holds_a_chosen_photo_before_caption_and_fetches_it_once(server
         browser.close()
 
 
+def _rgb(got: dict) -> np.ndarray:
+    """The RGB pixels of a canvas read by PIXELS."""
+    return np.frombuffer(base64.b64decode(got["pixels"]), np.uint8).reshape(got["h"], got["w"], 4)[..., :3].astype(int)
+
+
 def _canvas(page):
-    page.wait_for_function(CANVAS)
+    page.wait_for_function("() => !!document.querySelector('#view canvas')?.dataset.shown")
     got = page.evaluate(CANVAS)
-    return got, np.array(got["pixels"], np.uint8).reshape(got["h"], got["w"], 4)[..., :3].astype(int)
+    return got, _rgb(got)
 
 
 def _restyle(page, style: S.Style):
@@ -176,9 +187,9 @@ def test_the_canvas_matches_render_py(server, model):
             diff = np.abs(pixels - want)[:-BAR_ROWS].mean()
             assert diff <= (REGION_TOLERANCE if model == "updown" else GRID_TOLERANCE), (style, diff)
             if style == S.Style():   # the coverage beside it, as render.py draws it
-                page.wait_for_function(f"() => ({COVERAGE})()?.shown.split('|')[1] === '1'")
+                page.wait_for_function(COVERAGE_SHOWN)
                 cover = page.evaluate(COVERAGE)
-                cover = np.array(cover["pixels"], np.uint8).reshape(cover["h"], cover["w"], 4)[..., :3].astype(int)
+                cover = _rgb(cover)
                 want = render_coverage(ex.display, ex.trace, 1, style.upsampling).astype(int)
                 assert np.abs(cover - want)[:-BAR_ROWS].mean() <= GRID_TOLERANCE
             # a wrong colour map or a transposed grid is far outside the tolerance
@@ -193,7 +204,7 @@ PREVIEW = """(style) => { window.__viewerStyle = {...window.__viewerStyle, ...st
   const c = document.querySelector('#view canvas'), before = c.dataset.shown;
   window.__viewerMain.redraw();   // a new style: no frame is made yet, so the word is previewed at once
   return {preview: c.dataset.preview || null, shown: c.dataset.shown, before, w: c.width, h: c.height,
-          pixels: Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data)}; }"""
+          pixels: """ + PIXELS + """(c)}; }"""
 
 
 def test_a_word_not_made_yet_is_previewed_at_once_then_drawn_exactly(server):
@@ -216,7 +227,7 @@ def test_a_word_not_made_yet_is_previewed_at_once_then_drawn_exactly(server):
             assert got["preview"] and key in got["preview"] and got["shown"] == got["before"]   # a preview, not the frame
             ex.step = 1
             want = S.overlay(ex, style).astype(int)
-            preview = np.array(got["pixels"], np.uint8).reshape(got["h"], got["w"], 4)[..., :3].astype(int)
+            preview = _rgb(got)
             assert np.abs(preview - want)[:-BAR_ROWS].mean() <= PREVIEW_TOLERANCE, style
             page.wait_for_function("k => { const c = document.querySelector('#view canvas');"
                                    " return c.dataset.shown.includes(k) && !c.dataset.preview; }", arg=key)
@@ -314,9 +325,9 @@ def test_stepping_playing_and_restyling_make_no_request(server):
         assert requests[before:] == [], requests[before:]
 
         # the coverage of word 2 (0-based 1) as render.py draws it, in the upsampling chosen
-        page.wait_for_function(f"() => ({COVERAGE})()?.shown.split('|')[1] === '1'")
+        page.wait_for_function(COVERAGE_SHOWN)
         got = page.evaluate(COVERAGE)
-        pixels = np.array(got["pixels"], np.uint8).reshape(got["h"], got["w"], 4)[..., :3].astype(int)
+        pixels = _rgb(got)
         want = render_coverage(ex.display, trace, 1, "bilinear").astype(int)
         assert pixels.shape == want.shape and np.abs(pixels - want)[:-BAR_ROWS].mean() <= GRID_TOLERANCE
         peak = np.sum([np.asarray(trace.steps[s].attention, np.float64) for s in range(2)], axis=0).max()
@@ -370,8 +381,8 @@ def test_the_heads_grid_is_drawn_in_the_page_with_each_heads_weight_under_the_po
         assert requests[before:] == []
         # a tile's pixels: render_heads's tile (its small photo by INTER_AREA, that head's map in the style)
         tile = page.evaluate("() => { const c = document.querySelector('#heads td.av-head[data-layer=\"1\"][data-head=\"2\"] canvas');"
-                             " return {w: c.width, h: c.height, pixels: Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data)}; }")
-        got = np.array(tile["pixels"], np.uint8).reshape(tile["h"], tile["w"], 4)[..., :3].astype(int)
+                             " return {w: c.width, h: c.height, pixels: " + PIXELS + "(c)}; }")
+        got = _rgb(tile)
         small = cv2.resize(ex.display, (tile["w"], tile["h"]), interpolation=cv2.INTER_AREA)
         side = trace.grid_side
         want = render_heatmap(small, trace.steps[2].heads[1, 2].reshape(side, side), bar=False).astype(int)

@@ -1,5 +1,5 @@
 """One walk through the whole app in chromium, as a new user meets it, at a laptop's 1280x800 and a
-projector's 1280x720: Explore, every Explain method, Ask, every mode of Compare, Triage, lecture keys
+projector's 1280x720 (Explore also at 1920x1080): Explore, every Explain method, Ask, every mode of Compare, Triage, lecture keys
 and a bad file. It fails on any error toast where none is due, on Explore's caption, map or step
 buttons outside the window, and on a Compare caption shorter than Explore's for the same model and
 settings. A screenshot of each state is kept beside the test's files (tmp_path)."""
@@ -58,6 +58,14 @@ def test_a_walk_through_every_tab_and_mode(server, tmp_path, width, height):
         explored = [t.strip() for t in page.locator("#caption .token").all_inner_texts()]
         model = page.locator("#model input").input_value()
         shot("explore")
+        if (width, height) == SIZES[0]:   # the same page on a 1920x1080 projector: still one screen
+            page.set_viewport_size({"width": 1920, "height": 1080})
+            page.wait_for_timeout(500)
+            placed = dict(page.evaluate(IN_WINDOW, EXPLORE_PARTS))
+            assert set(placed.values()) == {"in"}, placed
+            shot("explore-1920x1080")
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(500)
         _no_toast(page, "a caption")
 
         methods = page.locator("#explain-with label").all_inner_texts()

@@ -27,6 +27,7 @@ from ..paths import ASSETS
 from ..engine.render import COLORMAPS, SCALES, UPSAMPLING
 from .keys import MODEL_KEYS
 from . import panels as P
+from .links import link_query, read_link
 from . import session as S
 from .page_view import AttentionView
 
@@ -143,6 +144,21 @@ class Handlers:
             note += " (Guided by the detector applies to beam search and greedy.)"
         # the trace goes to the page with the caption, which draws every word's views itself
         return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *self._step_reply(ex, 1, _style(*style)))
+
+    @friendly
+    def open_link(self, request: gr.Request):
+        """A deep link (app/links.py): its example photo and model chosen, its word kept for when the caption
+        comes (the page then clicks Caption, as a person would); nothing changes without one. (Gradio
+        hands over `request` only as a plain parameter.)"""
+        link = read_link(dict(request.query_params), self.models)
+        return (gr.skip(),) * 3 if link is None else (link.photo, link.model, link.word)
+
+    def link_word(self, ex, word):
+        """After a linked photo's caption: go to the link's word, once."""
+        if ex is None or word is None:
+            return gr.skip(), None
+        ex.go_to(word)
+        return gr.Slider(value=ex.step + 1), None
 
     @friendly
     def ask_photo(self, path, model_name, question, *style, progress=gr.Progress()):
@@ -483,6 +499,7 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
         _drawn(c, h)
         _wire_branching(c, h)
         _wire_tools(c, h, studio)
+        _wire_link(c, h, demo)
     return demo
 
 
@@ -559,6 +576,12 @@ def _explore_stage(c, studio: S.Studio, models: list[str], lecture: bool):
     with gr.Row(elem_classes=["model-keys"]):   # clicked by the number keys (viewer.js)
         c.model_keys = [gr.Button(f"Model {i}", elem_id=f"model-{i}") for i in MODEL_KEYS]
     c.step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="step")
+    with gr.Row(elem_id="link-row", equal_height=True):   # a deep link (app/links.py), made in the page (LINK_JS)
+        c.link_btn = gr.Button("Copy a link to this word", elem_id="link-btn", size="sm", scale=0, min_width=220)
+        c.link = gr.Textbox(show_label=False, interactive=False, elem_id="link", scale=4, container=False,
+                            placeholder="a link opens the app on this example photo, model and word")
+        c.link_query = gr.Textbox(visible=False)   # "?photo=...&model=..." of an example photo's caption, else ""
+        c.link_word = gr.State(None)   # an opened link's word, until its caption comes
     answerers = studio.models("answer")
     with gr.Row(elem_id="ask-row", equal_height=True, visible=bool(answerers)):
         c.question = gr.Textbox(label="Ask the photo: a question answering model answers in one word and shows where "
@@ -689,6 +712,15 @@ def _caption_event(c, h: Handlers, trigger):
     _decoded(c, h, captioned)
     captioned.success(lambda ex: P.lecture_line(ex.model if ex else None), c.explored, c.lecture_line,
                       show_progress="hidden")
+    captioned.success(link_query, [c.photo, c.model], c.link_query, show_progress="hidden")
+    captioned.success(h.link_word, [c.explored, c.link_word], [c.step, c.link_word], show_progress="hidden")
+
+
+def _wire_link(c, h: Handlers, demo):
+    """A deep link in the page's address (app/links.py): its photo and model chosen, then Caption clicked in
+    the page (the view draws a caption only once it is on the page), then its word (`_caption_event`)."""
+    demo.load(h.open_link, None, [c.photo, c.model, c.link_word], show_progress="hidden").success(
+        None, None, None, js=LINK_OPEN_JS)
 
 
 def _decoded(c, h: Handlers, event):
@@ -712,6 +744,10 @@ STEP_JS = "(t) => { window.__viewerMain?.show(Number(t) - 1); return []; }"
 COMPARE_STEP_JS = ("(t) => { for (const [id, v] of Object.entries(window.__attentionViews || {}))"
                    " if (id.startsWith('cmp-view-')) v.showWord(Number(t) - 1); return []; }")
 PHOTO_JS = "(key) => { window.__viewerPrefetch?.(key); return []; }"
+LINK_JS = ("(query, t) => { if (!query) return 'Links name an example photo: this photo was uploaded, so it has none.';"
+           " const url = location.origin + location.pathname + query + '&word=' + t;"
+           " navigator.clipboard?.writeText(url).catch(() => {}); return url; }")
+LINK_OPEN_JS = "() => { if (new URLSearchParams(location.search).get('photo')) document.querySelector('#run')?.click(); }"
 HEADS_JS = "(heads) => { window.__viewerMain?.drawHeads(heads); return []; }"
 STYLE_JS = ("(upsampling, colormap, opacity, scale, show_alpha, hard_samples) => { window.__viewerStyle = "
             "{upsampling, colormap, opacity, scale, show_alpha, hard_samples};"
@@ -723,6 +759,7 @@ def _wire_explore(c, h: Handlers):
     (word clicks, Previous/Next, the arrows, the slider, Play) and restyling happen in the page
     (viewer.js, page_view.js) with no request: the slider keeps the word for the events that need it."""
     _caption_event(c, h, c.run.click)
+    c.link_btn.click(None, [c.link_query, c.step], c.link, js=LINK_JS)
     for trigger in (c.ask.click, c.question.submit):
         _decoded(c, h, trigger(h.ask_photo, [c.photo, c.answer_model, c.question, *c.style],
                                [c.explored, c.beams, c.status, *c.step_outputs], **MODEL, show_progress_on=c.view))
