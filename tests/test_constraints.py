@@ -436,7 +436,7 @@ def test_the_guidance_rule_chosen_is_the_least_hallucinating_of_those_that_cost_
 def test_compares_guidance_mode_says_why_two_columns_agree(captioner):
     """A column that says what an earlier one said says why, and only then: ruling out changed nothing (the
     caption named nothing the detector misses), or requiring changed nothing (no class scored THRESHOLD or
-    more; or the caption already named it). Checked on every example photo."""
+    more; or the caption already named it). Checked on three example photos."""
     import os
 
     from conftest import ASSETS
@@ -444,7 +444,7 @@ def test_compares_guidance_mode_says_why_two_columns_agree(captioner):
     from viewer.analysis.guide import THRESHOLD
     studio = S.Studio(captioner)
     settings, agreed = DecodeSettings(beam_size=2), 0
-    for name in sorted(f for f in os.listdir(ASSETS) if f.endswith(".jpg")):
+    for name in ("chelsea.jpg", "coffee.jpg", "grace_hopper.jpg"):   # nothing sure enough, a cup required, a person
         traces = studio.compare_guidance(studio.explore(os.path.join(ASSETS, name), "updown", settings))
         guided = studio.explore(os.path.join(ASSETS, name), "updown", settings, name_detected=True, rule_out=True)
         required = [w for w, source in guided.required or () if source == "detector"]
