@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from viewer.app import session as S
-from viewer.app import ui
+from viewer.app import compare_tab, ui
 from viewer.engine.images import Photo
 from viewer.engine.pipeline import ANSWER_TOKENS, Captioner
 
@@ -60,16 +60,16 @@ def test_methods_mode_shows_every_method_in_the_views_there_are(app):
     demo, h = app
     ex = h.caption_photo(PHOTO, "sat-soft", *EXPLORE, "", [], *STYLE)[0]
     compare, views = _event(demo, "compare"), _event(demo, "compare_views")
-    reply = h.compare(ex, ["sat-soft"], ui.METHODS_MODE, "", "", "vqa-regions", *EXPLORE)
+    reply = h.compare(ex, ["sat-soft"], compare_tab.METHODS_MODE, "", "", "vqa-regions", *EXPLORE)
     _fits(compare.outputs, reply)
     traces, pages = reply[0], reply[2]
     methods = h.studio.methods("sat-soft")
-    assert len(traces) == len(methods) > ui.COMPARE_VIEWS and pages.visible
+    assert len(traces) == len(methods) > compare_tab.COMPARE_VIEWS and pages.visible
     lines = []
     for page in range(len(pages.choices)):
         out = h.compare_views(ex, traces, 2, page)
         _fits(views.outputs, out)
-        lines += [line for line in out[ui.COMPARE_VIEWS:] if line]
+        lines += [line for line in out[compare_tab.COMPARE_VIEWS:] if line]
         _fits(_event(demo, "compare_lines").outputs, h.compare_lines(traces, 2, page))
     assert [line.split("**")[1] for line in lines] == [t.model for t in traces]   # every method, once
 
@@ -101,9 +101,9 @@ def test_the_caption_shows_no_end_word(app):
 def test_compare_says_one_range_of_models(app):
     demo, h = app
     header = next(b.value for b in demo.blocks.values() if isinstance(b, gr.Markdown) and "synchronised" in (b.value or ""))
-    assert f"1 to {ui.COMPARE_VIEWS} models" in header
+    assert f"1 to {compare_tab.COMPARE_VIEWS} models" in header
     ex = h.caption_photo(PHOTO, "sat-soft", *EXPLORE, "", [], *STYLE)[0]
-    with pytest.raises(gr.Error, match=f"Choose 1 to {ui.COMPARE_VIEWS} models"):
+    with pytest.raises(gr.Error, match=f"Choose 1 to {compare_tab.COMPARE_VIEWS} models"):
         h.compare(ex, [], OWN, "", "", "vqa-regions", *EXPLORE)
     assert len(h.compare(ex, ["sat-soft"], OWN, "", "", "vqa-regions", *EXPLORE)[0]) == 1
 

@@ -7,7 +7,7 @@ import pytest
 
 from viewer.app import panels as P
 from viewer.app import session as S
-from viewer.app import ui
+from viewer.app import triage_tab, ui
 from viewer.engine.trace import AttentionTrace, TraceStep
 
 
@@ -37,7 +37,7 @@ def test_trained_on_line_names_other_data_from_the_metadata():
 def test_empty_triage_says_how_to_fill_it_and_has_headers(studio):
     with gr.Blocks():
         c = SimpleNamespace()
-        ui._triage_tab(c, studio, "sat-soft")
+        triage_tab.layout(c, studio, "sat-soft")
     assert "python -m viewer triage --model sat-soft --data ../shared/data/flickr8k" in c.triage_note.value
     assert "No triage runs yet" in c.triage_note.value and studio.triage_dir not in c.triage_note.value
     assert c.triage_table.headers == P.TRIAGE_COLUMNS

@@ -315,11 +315,11 @@ def test_compare_shows_a_model_plain_ruled_out_and_guided_side_by_side(captioner
 
     from conftest import ASSETS
     from viewer.app import session as S
-    from viewer.app import ui
+    from viewer.app import compare_tab, ui
     studio = S.Studio(captioner)
     photo, settings = os.path.join(ASSETS, "coffee.jpg"), DecodeSettings(beam_size=2)   # a cup, no one
     ex = studio.explore(photo, "updown", settings)
-    traces, slider, _ = ui.Handlers(studio, studio.models()).compare(ex, [], ui.GUIDANCE_MODE, "", "", None,
+    traces, slider, _ = ui.Handlers(studio, studio.models()).compare(ex, [], compare_tab.GUIDANCE_MODE, "", "", None,
                                                                      "Beam search", 2, 1.0, 0, 20)
     switches = [{}, {"rule_out": True}, {"rule_out": True, "name_detected": True}]
     assert [t.words for t in traces] == [studio.explore(photo, "updown", settings, **s).trace.words for s in switches]
@@ -331,7 +331,7 @@ def test_compare_shows_a_model_plain_ruled_out_and_guided_side_by_side(captioner
     assert slider.maximum == max(2, max(len(t.word_spans) for t in traces))
     sampled = studio.explore(photo, "updown", DecodeSettings(strategy="sample"))
     with pytest.raises(gr.Error, match="beam search or greedy"):
-        ui.Handlers(studio, studio.models()).compare(sampled, [], ui.GUIDANCE_MODE, "", "", None,
+        ui.Handlers(studio, studio.models()).compare(sampled, [], compare_tab.GUIDANCE_MODE, "", "", None,
                                                      "Sampling", 2, 1.0, 0, 20)
 
 

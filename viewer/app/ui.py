@@ -1,37 +1,38 @@
 """The Gradio app: layout and thin wiring; everything it shows comes from app/session.py.
 
 `Handlers` holds what each event does (one method per event, calling the Studio); `build` lays
-the page out and wires events to them. Stepping: the page swaps in the preloaded view of the new
-word itself (viewer.js) and the word slider, the one record of the word, tells the server. Nothing here
-runs a model except Caption, Branch and Compare, and those go through the Studio's decode cache.
+the page out and wires events to them. A tab with a module of its own (compare_tab.py, triage_tab.py:
+its layout, handlers and wiring) joins with one line in each: `Handlers`' bases, `build`'s tabs and wiring.
+Stepping: the page swaps in the preloaded view of the new word itself (viewer.js) and the word slider, the
+one record of the word, tells the server. Nothing here runs a model except Caption, Branch and Compare, and
+those go through the Studio's decode cache.
 """
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import os
 import time
-from dataclasses import replace
 from types import SimpleNamespace
 
 import gradio as gr
 
 from ..analysis.explain import METHOD_LABELS
-from ..analysis import language_prior as LP
 from ..analysis.guide import user_words
 from ..engine.checkpoints import CheckpointError
-from ..engine.decoding import DecodeSettings
 from ..engine.images import ImageError
 from ..paths import ASSETS
 from ..engine.render import COLORMAPS, SCALES, UPSAMPLING
+from . import compare_tab, triage_tab
+from .compare_tab import CompareHandlers
+from .controls import LIGHT, MODEL, decode_settings, friendly, style_of, view_title
 from .keys import MODEL_KEYS
+from .triage_tab import TriageHandlers
 from . import panels as P
 from .links import link_query, read_link
 from . import session as S
 from .page_view import AttentionView
 
-log = logging.getLogger("viewer.app")
 EXAMPLE_QUESTIONS = {   # a few per example photo, of the kinds the answerers were trained on (data/questions.py)
     "coffee.jpg": ["what colour is the cup?", "where is the cup?"],
     "motorcycle.jpg": ["what colour is the motorcycle?", "where is the motorcycle?"],
@@ -45,12 +46,6 @@ HIDDEN = ["lecture-hide"]   # folded away in lecture mode
 RULE_OUT = "Never name what it does not see (nor <unk>)"
 NAME_DETECTED = "Must name its top classes"
 GUIDES_BY_DEFAULT: list[str] = []
-SAME_CAPTION = "Same caption for all"
-METHODS_MODE = "Methods: Explore's model and caption, one column per map"
-COMPARE_VIEWS = 3   # Compare's views side by side; more traces (Methods mode) are shown a page at a time
-MODELS_COMPARED = f"1 to {COMPARE_VIEWS} models"
-QUESTION_MODE = "A caption word beside a question's answer"
-GUIDANCE_MODE = "Guidance: Explore's model plain, ruling out what the detector does not see, and guided"
 STEER, HIDE = "Steer: make the selected word look there", "Hide that place from the model"
 LOOK_NOTES = {   # what an answer's map is, by how the model reads the photo (models/vqa.py `look`)
     "attention": "The map: where it read the answer from.",
@@ -74,43 +69,8 @@ class PhotoInput(gr.Image):
         return str(payload.path)
 
 
-def friendly(fn):
-    """Show a readable message for anything a person can cause; never a stack trace."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except gr.Error:
-            raise
-        except (ImageError, CheckpointError, ValueError) as err:
-            raise gr.Error(str(err), print_exception=False) from None
-        except Exception as err:  # noqa: BLE001 - the UI must never show a traceback
-            log.exception("unexpected error in %s", fn.__name__)
-            raise gr.Error(f"Something went wrong ({type(err).__name__}); the server log has details.",
-                           print_exception=False) from None
-    return wrapper
-
-
-def _settings(strategy, beam, temperature, seed, max_len) -> DecodeSettings:
-    return DecodeSettings(strategy=S.STRATEGY_LABELS[strategy], beam_size=int(beam), temperature=float(temperature),
-                          seed=int(seed or 0), max_len=int(max_len))
-
-
 STYLE_SCALE = 3   # where `scale` is in the style inputs (c.style)
-VIEW_LABELS = {"attention": "Where the model looked", "occlusion": "What the word needed (occlusion)",
-               "gradcam": "What the word used (Grad-CAM)", "relevancy": "What the word used (relevancy)"}
-
-
-def view_title(method: str) -> str:
-    """What the view says it shows: attention, or the explanation method's map."""
-    return VIEW_LABELS.get(method) or f"What the word used ({METHOD_LABELS[method]})"
-
-
-def _style(upsampling, colormap, opacity, scale, show_alpha, hard_samples, head) -> S.Style:
-    return S.Style(upsampling, colormap, float(opacity), scale, bool(show_alpha), int(hard_samples), head)
-
-
-class Handlers:
+class Handlers(CompareHandlers, TriageHandlers):
     """Every event handler of the app, one method each: what a click, key or slider does, calling the
     Studio (session.py) for the work. `build` only lays the page out and wires these up."""
 
@@ -126,7 +86,7 @@ class Handlers:
             raise gr.Error("No model is available: see checkpoints/README.md.")
         progress(0.1, desc=f"{model_name} is looking at the photo")
         start = time.perf_counter()
-        settings = _settings(strat, k, temp, sd, mlen)
+        settings = decode_settings(strat, k, temp, sd, mlen)
         required = tuple((tuple(words), source) for words, source in user_words(mention)) if mention.strip() else None
         if required and not settings.searches:
             raise gr.Error("Must mention works with beam search or greedy decoding.")
@@ -143,7 +103,7 @@ class Handlers:
         elif guided_asked:
             note += " (Guided by the detector applies to beam search and greedy.)"
         # the trace goes to the page with the caption, which draws every word's views itself
-        return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *self._step_reply(ex, 1, _style(*style)))
+        return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *self._step_reply(ex, 1, style_of(*style)))
 
     @friendly
     def open_link(self, request: gr.Request):
@@ -178,7 +138,7 @@ class Handlers:
         others = ", ".join(f"{w} {p:.0%}" for w, p in step.alternatives[1:4])
         note = (f"**{model_name}**: {question.strip()} → **{step.word}** ({math.exp(step.logprob):.0%}; then "
                 f"{others}) in {time.perf_counter() - start:.2f} s. {LOOK_NOTES[self.studio.look(model_name)]}{S.size_note(ex.photo)}")
-        return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *self._step_reply(ex, 1, _style(*style)))
+        return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *self._step_reply(ex, 1, style_of(*style)))
 
     def prepare_photo(self, path, model_name):
         """A photo chosen, or another model: open the photo and compute what the model reads from it
@@ -201,7 +161,7 @@ class Handlers:
         steps through it, draws its panels and restyles it alone."""
         if ex is None:
             return gr.Slider(), None, None
-        return self._step_reply(ex, t, _style(*style))
+        return self._step_reply(ex, t, style_of(*style))
 
     def _view(self, ex, st):
         """The page view's new payload, or no update when the page holds this trace, map and head.
@@ -227,7 +187,7 @@ class Handlers:
             return gr.Dropdown(), gr.Radio(), gr.skip()
         if (ex.method, ex.tokens) not in ex.explained:
             ex.method = "attention"
-        st = _style(*style)
+        st = style_of(*style)
         choices = S.head_choices(ex.trace)
         methods = [METHOD_LABELS[m] for m in self.studio.methods(ex.model)]
         return gr.Dropdown(choices=choices, value=st.head if st.head in choices else S.MEAN_HEADS), \
@@ -249,7 +209,7 @@ class Handlers:
         ex.method = method
         style = list(style)
         style[STYLE_SCALE] = "absolute" if method == "attention" else "stretch"
-        return (*self._step_reply(ex, t, _style(*style)), gr.Radio(value=style[STYLE_SCALE]))
+        return (*self._step_reply(ex, t, style_of(*style)), gr.Radio(value=style[STYLE_SCALE]))
 
     @friendly
     def seen_words(self, ex):
@@ -274,7 +234,7 @@ class Handlers:
     @friendly
     def pick_head(self, ex, *style):
         """Another head's maps (or their mean) for the page to draw: the one restyle the server hears of."""
-        return gr.skip() if ex is None else self._view(ex, _style(*style))
+        return gr.skip() if ex is None else self._view(ex, style_of(*style))
 
     @friendly
     def pick_model(self, key):
@@ -307,7 +267,7 @@ class Handlers:
         if ex is None:
             raise gr.Error("Caption a photo first.")
         ex.go_to(t)
-        st = _style(*style)
+        st = style_of(*style)
         if kind == "json":
             path = self.studio.export_json(ex)
         elif kind == "gif":
@@ -316,29 +276,6 @@ class Handlers:
             draw = {"strip": S.strip, "heads": S.all_heads, "view": S.overlay}[kind]
             path = self.studio.export_png(ex, draw(ex, st), kind)
         return gr.File(value=path, visible=True)
-
-    def refresh_triage(self):
-        """The triage runs now, and the line above the table to match."""
-        runs = self.studio.triage_runs()
-        return gr.Dropdown(choices=runs), P.triage_note(bool(runs), self.models[0] if self.models else None)
-
-    @friendly
-    def load_triage(self, name):
-        if not name:
-            return [], None
-        rows = self.studio.triage_rows(name)
-        return rows, gr.Dataframe(value=P.triage_table(rows), headers=P.TRIAGE_COLUMNS)
-
-    def open_row(self, rows, evt: gr.SelectData):
-        row = rows[evt.index[0]] if rows and evt.index is not None else None
-        if row is None or not os.path.isfile(row["image"]):
-            raise gr.Error("That photo is not on this machine any more.")
-        models_now = self.studio.models()
-        if row.get("question"):   # an answer's row (triage --questions): the photo captioned, its question ready to ask
-            return row["image"], gr.Dropdown(), gr.Tabs(selected="explore"), row["question"], \
-                gr.Dropdown(value=row["model"]) if row["model"] in self.studio.models("answer") else gr.Dropdown()
-        return row["image"], gr.Dropdown(value=row["model"] if row["model"] in models_now else None), \
-            gr.Tabs(selected="explore"), gr.Textbox(), gr.Dropdown()
 
     @friendly
     def score(self, ex, text):
@@ -360,7 +297,7 @@ class Handlers:
         if ex is None:
             raise gr.Error("Caption a photo first.")
         ex.go_to(t)
-        return P.trust_card(self.studio, ex, _style(*style), lambda done, total, what: progress(done / total, desc=what))
+        return P.trust_card(self.studio, ex, style_of(*style), lambda done, total, what: progress(done / total, desc=what))
 
     @friendly
     def hide(self, ex, t):
@@ -384,90 +321,7 @@ class Handlers:
             return P.occlusion(self.studio, ex, [S.unit_at(ex, float(x), float(y))]), gr.Image(visible=False)
         page, result = P.steering(self.studio, ex, float(x), float(y))
         one = S.Exploration(ex.photo, ex.model, ex.settings, [result.trace], display=ex.display)
-        return page, gr.Image(value=self.studio.view(one, _style(*style), result.step), visible=True)
-
-    @friendly
-    def compare(self, ex, names, mode, text, question, answer_model, strat, k, temp, sd, mlen, progress=gr.Progress()):
-        """Compare's traces, the word slider and the pages of views. Captions are decoded with Explore's
-        caption controls: after an Ask, the Exploration holds the answer's 10-token greedy settings."""
-        if ex is None:
-            raise gr.Error("Caption a photo in Explore first; Compare uses the same photo.")
-        # the settings' panel never opened: its controls send nothing, so their first values stand
-        names = self.models[:COMPARE_VIEWS] if names is None else names
-        mode, text = mode or SAME_CAPTION, text or ""
-        ex = replace(ex, settings=_settings(strat, k, temp, sd, mlen))
-        if mode == QUESTION_MODE:   # Explore's caption, then the answer read from the same photo
-            if not answer_model:
-                raise gr.Error("No question answering model is available: see checkpoints/README.md.")
-            if not (question or "").strip():
-                raise gr.Error("Type a question about a word of the caption, e.g. \"what is running?\" for \"dog\".")
-            progress(0.1, desc=f"{answer_model} is reading the question")
-            caption = ex.trace if not ex.trace.question else \
-                self.studio.decode(ex.photo, (names or self.models)[0], ex.settings)[0]   # Explore answered last
-            return self._compared([caption, self.studio.ask(ex.photo, answer_model, question.strip()).trace],
-                                  len(caption.word_spans))
-        if mode == GUIDANCE_MODE:
-            if ex.trace.question:
-                raise gr.Error("Explore answered a question last: caption the photo there, then Compare.")
-            if not ex.settings.searches:
-                raise gr.Error("Guidance by the detector works with beam search or greedy: choose one in Explore.")
-            progress(0.05, desc=f"{ex.model}: plain, ruled out and guided by the detector")
-            return self._compared(self.studio.compare_guidance(ex))
-        if mode == METHODS_MODE:
-            progress(0.05, desc=f"{ex.model}: every method's maps of its caption")
-            return self._compared(self.studio.compare_methods(ex))
-        names = list(names or [])
-        if not 1 <= len(names) <= COMPARE_VIEWS:
-            raise gr.Error(f"Choose {MODELS_COMPARED}.")
-        same = None
-        if mode == SAME_CAPTION:
-            same = self.studio.compare_caption(ex, names, text)
-        return self._compared(self.studio.compare(ex.photo, names, ex.settings, same))
-
-    @staticmethod
-    def _compared(traces, words: int | None = None):
-        """Compare's reply: the traces, the word slider (words, else the longest caption's: models'
-        tokens differ) and the pages of views, shown when there are more traces than views."""
-        words = words or max(len(tr.word_spans) for tr in traces)
-        pages = [f"{i + 1}–{min(i + COMPARE_VIEWS, len(traces))} of {len(traces)}"
-                 for i in range(0, len(traces), COMPARE_VIEWS)]
-        return traces, gr.Slider(minimum=1, maximum=max(2, words), value=1), \
-            gr.Radio(choices=pages, value=pages[0], visible=len(pages) > 1)
-
-    @staticmethod
-    def _page(traces, page):
-        """The traces on page `page` (0-based) of Compare's views."""
-        start = int(page or 0) * COMPARE_VIEWS
-        return (traces or [])[start:start + COMPARE_VIEWS]
-
-    @friendly
-    def export_figure(self, ex, traces, *style):
-        if ex is None or not traces:
-            raise gr.Error("Run Compare first (same caption for all gives the paper's soft-vs-hard figure).")
-        return gr.File(value=self.studio.export_png(ex, S.figure(ex, traces, _style(*style)), "figure"), visible=True)
-
-    @friendly
-    def compare_views(self, ex, traces, t, page):
-        """Compare's views of the traces on page `page` (drawn in the page like Explore's, each at word `t`:
-        its first token), and each trace's line."""
-        if ex is None or not traces:
-            return [None] * COMPARE_VIEWS + [""] * COMPARE_VIEWS
-        views = []
-        for tr in self._page(traces, page):
-            one = S.Exploration(ex.photo, tr.model, ex.settings, [tr], step=self._word_step(tr, t), display=ex.display,
-                                display_key=ex.display_key)
-            views.append(self.studio.page_view(one, S.Style(), view_title("attention")))
-        return views + [None] * (COMPARE_VIEWS - len(views)) + self.compare_lines(traces, t, page)
-
-    @staticmethod
-    def _word_step(trace, t) -> int:
-        return trace.word_spans[min(int(t), len(trace.word_spans)) - 1].first   # the same word: its first token
-
-    def compare_lines(self, traces, t, page):
-        """The caption of each trace on page `page` with word `t` in bold (the page has drawn the views already)."""
-        texts = [P.compare_line(tr, self._word_step(tr, t)) for tr in self._page(traces, page)]
-        return texts + [""] * (COMPARE_VIEWS - len(texts))
-
+        return page, gr.Image(value=self.studio.view(one, style_of(*style), result.step), visible=True)
 
 def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
     """The app; `lecture`: start in lecture mode (big type, full-screen view, keys; see viewer.js).
@@ -490,15 +344,17 @@ def build(studio: S.Studio, lecture: bool = False) -> gr.Blocks:
                         _explore_stage(c, studio, models, lecture)
                         _explore_panels(c)
             with gr.Tab("Compare", id="compare"):
-                _compare_tab(c, studio, models)
+                compare_tab.layout(c, studio, models)
             with gr.Tab("Triage", id="triage"):
-                _triage_tab(c, studio, models[0] if models else None)
+                triage_tab.layout(c, studio, models[0] if models else None)
         c.style = [c.upsampling, c.colormap, c.opacity, c.scale, c.show_alpha, c.hard_samples, c.head]
         c.step_outputs = [c.step, c.view, c.caption]   # a new trace, or the server moved the word
         _wire_explore(c, h)
         _drawn(c, h)
         _wire_branching(c, h)
         _wire_tools(c, h, studio)
+        compare_tab.wire(c, h)
+        triage_tab.wire(c, h, _caption_event)
         _wire_link(c, h, demo)
     return demo
 
@@ -661,47 +517,6 @@ def _explore_panels(c):
                        elem_classes=HIDDEN)
 
 
-def _compare_tab(c, studio: S.Studio, models: list[str]):
-    """Compare: the same photo, 1 to 3 models (or Explore's model several ways), synchronised words."""
-    gr.Markdown(f"Same photo (from Explore), {MODELS_COMPARED}, synchronised words (← → move the word).")
-    with gr.Accordion("Models and words", open=False, elem_id="cmp-settings"):   # the views first; settings folded
-        with gr.Row():
-            c.cmp_models = gr.CheckboxGroup(models, value=models[:COMPARE_VIEWS], label="Models", elem_id="cmp-models",
-                                            info=studio.trained_on())
-            c.cmp_mode = gr.Radio(["Each model's own caption", SAME_CAPTION, METHODS_MODE, GUIDANCE_MODE]
-                                  + ([QUESTION_MODE] if studio.models("answer") else []),
-                                  value=SAME_CAPTION, label="Words", elem_id="cmp-mode",
-                                  info="Which words the views show: each model's own, one caption for all (so the "
-                                       "maps compare), or Explore's caption by method or by guidance.")
-            c.cmp_text = gr.Textbox(label="Caption to force (empty: the first model's caption)",
-                                    info="Every model is made to say this caption, to see where each looks for its "
-                                         "words.", elem_id="cmp-text")
-        c.cmp_question = gr.Textbox(label=f"{QUESTION_MODE}: the question (answered by Explore's Answered by), "
-                                          "e.g. \"what is running?\" beside the word \"dog\"", elem_id="cmp-question",
-                                    visible=bool(studio.models("answer")))
-    c.cmp_run = gr.Button("Compare", variant="primary", elem_id="cmp-run")
-    with gr.Row():   # each caption above its view
-        c.cmp_captions = [gr.Markdown(elem_id=f"cmp-caption-{i}") for i in range(COMPARE_VIEWS)]
-    with gr.Row():
-        c.cmp_views = [AttentionView(studio.view_photo, elem_id=f"cmp-view-{i}") for i in range(COMPARE_VIEWS)]
-    c.cmp_step = gr.Slider(1, 2, value=1, step=1, label="Word", elem_id="cmp-step")
-    c.cmp_page = gr.Radio([], label="Views shown", type="index", visible=False, elem_id="cmp-page")
-    c.cmp_figure = gr.Button("PNG of the paper's figure: one row per model, one column per word",
-                           size="sm", elem_id="cmp-figure")
-    c.cmp_download = gr.File(label="Download", elem_id="cmp-download", interactive=False, visible=False)
-
-
-def _triage_tab(c, studio: S.Studio, model: str | None):
-    """Triage: open any row of a triage report in Explore; with none, how to make one (`model` in the command)."""
-    runs = studio.triage_runs()
-    c.triage_note = gr.Markdown(P.triage_note(bool(runs), model))
-    with gr.Row():
-        c.triage_run = gr.Dropdown(runs, label="Run", elem_id="triage-run")
-        c.triage_refresh = gr.Button("Refresh the list", size="sm")
-    c.triage_table = gr.Dataframe(headers=P.TRIAGE_COLUMNS, interactive=False, elem_id="triage-table", wrap=True)
-    c.triage_rows = gr.State([])
-
-
 def _caption_event(c, h: Handlers, trigger):
     """Caption the photo after `trigger`, then draw every word's views and the word strip. The
     progress overlay goes on the view alone: drawn over every output, its timers cost a 2-core
@@ -736,13 +551,7 @@ def _drawn(c, h: Handlers):
     c.view.load(h.seen_words, c.explored, c.caption, show_progress="hidden", **MODEL)
 
 
-# Events that only read (another head's maps, a beam, Compare's words) take no turn in the model's queue; the events
-# that run a model share one limit, so a second user's light event never waits behind another's caption.
-LIGHT = {"concurrency_limit": None}
-MODEL = {"concurrency_id": "model", "concurrency_limit": 4}
 STEP_JS = "(t) => { window.__viewerMain?.show(Number(t) - 1); return []; }"
-COMPARE_STEP_JS = ("(t) => { for (const [id, v] of Object.entries(window.__attentionViews || {}))"
-                   " if (id.startsWith('cmp-view-')) v.showWord(Number(t) - 1); return []; }")
 PHOTO_JS = "(key) => { window.__viewerPrefetch?.(key); return []; }"
 LINK_JS = ("(query, t) => { if (!query) return 'Links name an example photo: this photo was uploaded, so it has none.';"
            " const url = location.origin + location.pathname + query + '&word=' + t;"
@@ -788,15 +597,11 @@ def _wire_branching(c, h: Handlers):
 
 
 def _wire_tools(c, h: Handlers, studio: S.Studio):
-    """Heads, exports, triage, Diagnose, clicking the photo, Compare."""
+    """Heads, exports, Diagnose, references and scores, preparing the photo, clicking it."""
     c.heads_btn.click(h.show_heads, [c.explored, c.step], c.heads).success(None, c.heads, None, js=HEADS_JS)
     for btn, kind in ((c.png_view, "view"), (c.png_strip, "strip"), (c.png_heads, "heads"), (c.gif, "gif"),
                       (c.json_btn, "json")):
         btn.click(functools.partial(h.export, kind), [c.explored, c.step, *c.style], c.download)
-    c.triage_run.change(h.load_triage, c.triage_run, [c.triage_rows, c.triage_table])
-    c.triage_refresh.click(h.refresh_triage, None, [c.triage_run, c.triage_note])
-    _caption_event(c, h, c.triage_table.select(h.open_row, c.triage_rows,
-                                                     [c.photo, c.model, c.tabs, c.question, c.answer_model]).success)
     c.diagnose_btn.click(h.diagnose, [c.explored, c.step], c.diagnosis, **MODEL)
     c.trust_btn.click(h.trust, [c.explored, c.step, *c.style], c.trust, **MODEL)
     c.score_btn.click(h.score, [c.explored, c.references], c.scores)
@@ -807,16 +612,6 @@ def _wire_tools(c, h: Handlers, studio: S.Studio):
     c.photo_key.change(None, c.photo_key, None, js=PHOTO_JS)
     c.occlude_btn.click(h.hide, [c.explored, c.step], c.occluded, **MODEL)
     c.view.select(h.click_photo, [c.explored, c.step, c.click_mode, *c.style], [c.clicked, c.steered_view], **MODEL)
-    c.cmp_run.click(h.compare, [c.explored, c.cmp_models, c.cmp_mode, c.cmp_text, c.cmp_question, c.answer_model,
-                                c.strategy, c.beam, c.temperature, c.seed, c.max_len], [c.compared, c.cmp_step, c.cmp_page],
-                    **MODEL)
-    c.cmp_step.change(None, c.cmp_step, None, js=COMPARE_STEP_JS)
-    c.cmp_step.change(h.compare_lines, [c.compared, c.cmp_step, c.cmp_page], c.cmp_captions, show_progress="hidden",
-                      **LIGHT)
-    for shown in (c.compared.change, c.cmp_page.input):   # new traces, or another page of them
-        shown(h.compare_views, [c.explored, c.compared, c.cmp_step, c.cmp_page], [*c.cmp_views, *c.cmp_captions],
-              show_progress="hidden", **LIGHT)
-    c.cmp_figure.click(h.export_figure, [c.explored, c.compared, *c.style], c.cmp_download)
 
 
 THEME = gr.themes.Soft(primary_hue="amber", neutral_hue="slate")
