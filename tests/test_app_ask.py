@@ -229,12 +229,12 @@ def test_evaluate_questions_runs_on_the_batch_engines_and_resumes(tiny_checkpoin
 def test_the_answer_note_says_when_the_map_is_not_a_look():
     """A question-only model's even map is drawn like any other map: its note says it is not a look."""
     from conftest import ROOT
-    from viewer.app import ui
+    from viewer.app import ask_tab, ui
     from viewer.engine.pipeline import Captioner
     studio = S.Studio(Captioner("cpu", checkpoint_dir=os.path.join(ROOT, "checkpoints")))
     handlers = ui.Handlers(studio, studio.models())
     path = os.path.join(ASSETS, "coffee.jpg")
     blind = handlers.ask_photo(path, "vqa-blind", QUESTION, *S.Style().inputs())[2]
     looked = handlers.ask_photo(path, "vqa-regions", QUESTION, *S.Style().inputs())[2]
-    assert ui.LOOK_NOTES["none"] in blind and "not a look" not in looked and ui.LOOK_NOTES["attention"] in looked
+    assert ask_tab.LOOK_NOTES["none"] in blind and "not a look" not in looked and ask_tab.LOOK_NOTES["attention"] in looked
     assert studio.look("vqa-blind") == "none" and studio.look("no such model") == "attention"

@@ -1,7 +1,7 @@
 """The Gradio app: layout and thin wiring; everything it shows comes from app/session.py.
 
 `Handlers` holds what each event does (one method per event, calling the Studio); `build` lays
-the page out and wires events to them. A tab with a module of its own (compare_tab.py, triage_tab.py:
+the page out and wires events to them. A tab with a module of its own (ask_tab.py, compare_tab.py, triage_tab.py:
 its layout, handlers and wiring) joins with one line in each: `Handlers`' bases, `build`'s tabs and wiring.
 Stepping: the page swaps in the preloaded view of the new word itself (viewer.js) and the word slider, the
 one record of the word, tells the server. Nothing here runs a model except Caption, Branch and Compare, and
@@ -10,7 +10,6 @@ those go through the Studio's decode cache.
 from __future__ import annotations
 
 import functools
-import math
 import os
 import time
 from types import SimpleNamespace
@@ -23,7 +22,8 @@ from ..engine.checkpoints import CheckpointError
 from ..engine.images import ImageError
 from ..paths import ASSETS
 from ..engine.render import COLORMAPS, SCALES, UPSAMPLING
-from . import compare_tab, triage_tab
+from . import ask_tab, compare_tab, triage_tab
+from .ask_tab import AskHandlers
 from .compare_tab import CompareHandlers
 from .controls import LIGHT, MODEL, decode_settings, friendly, style_of, view_title
 from .keys import MODEL_KEYS
@@ -33,13 +33,6 @@ from .links import link_query, read_link
 from . import session as S
 from .page_view import AttentionView
 
-EXAMPLE_QUESTIONS = {   # a few per example photo, of the kinds the answerers were trained on (data/questions.py)
-    "coffee.jpg": ["what colour is the cup?", "where is the cup?"],
-    "motorcycle.jpg": ["what colour is the motorcycle?", "where is the motorcycle?"],
-    "chelsea.jpg": ["what colour is the cat?", "what is the cat looking at?"],
-    "astronaut.jpg": ["what colour is the woman's suit?", "what is the woman holding?"],
-    "grace_hopper.jpg": ["what colour is the woman's hat?", "what is the woman wearing?"],
-    "rocket.jpg": ["where is the rocket?", "how many rockets are there?"]}
 HIDDEN = ["lecture-hide"]   # folded away in lecture mode
 # Guidance by the detector (analysis/guide.py), two switches measured apart on dev-report (README, "Naming
 # what is there"); GUIDES_BY_DEFAULT: those the dev figures support (see there).
@@ -47,12 +40,6 @@ RULE_OUT = "Never name what it does not see (nor <unk>)"
 NAME_DETECTED = "Must name its top classes"
 GUIDES_BY_DEFAULT: list[str] = []
 STEER, HIDE = "Steer: make the selected word look there", "Hide that place from the model"
-LOOK_NOTES = {   # what an answer's map is, by how the model reads the photo (models/vqa.py `look`)
-    "attention": "The map: where it read the answer from.",
-    "mean": "This model reads every region alike (their mean, no attention): the even map is not a look.",
-    "none": "This model reads the question only, never the photo: the even map is not a look, and the answer "
-            "is a guess from the question (the baseline the other models must beat).",
-}
 
 
 class PhotoInput(gr.Image):
@@ -70,7 +57,7 @@ class PhotoInput(gr.Image):
 
 
 STYLE_SCALE = 3   # where `scale` is in the style inputs (c.style)
-class Handlers(CompareHandlers, TriageHandlers):
+class Handlers(AskHandlers, CompareHandlers, TriageHandlers):
     """Every event handler of the app, one method each: what a click, key or slider does, calling the
     Studio (session.py) for the work. `build` only lays the page out and wires these up."""
 
@@ -119,26 +106,6 @@ class Handlers(CompareHandlers, TriageHandlers):
             return gr.skip(), None
         ex.go_to(word)
         return gr.Slider(value=ex.step + 1), None
-
-    @friendly
-    def ask_photo(self, path, model_name, question, *style, progress=gr.Progress()):
-        """Ask the photo: the answer is a trace like a caption's (one word, then its end), its map the
-        one the answer was read from, drawn in the same view; the next answers are its alternatives."""
-        if not path:
-            raise gr.Error("Choose a photo first: upload, paste, drop, or click an example.")
-        if not model_name:
-            raise gr.Error("No question answering model is available: see checkpoints/README.md.")
-        if not question.strip():
-            raise gr.Error("Type a question, e.g. \"what is the dog catching?\"")
-        progress(0.1, desc=f"{model_name} is reading the question")
-        start = time.perf_counter()
-        ex = self.studio.ask(path, model_name, question.strip())
-        ex.photo.name = os.path.basename(path)
-        step = ex.trace.steps[0]
-        others = ", ".join(f"{w} {p:.0%}" for w, p in step.alternatives[1:4])
-        note = (f"**{model_name}**: {question.strip()} → **{step.word}** ({math.exp(step.logprob):.0%}; then "
-                f"{others}) in {time.perf_counter() - start:.2f} s. {LOOK_NOTES[self.studio.look(model_name)]}{S.size_note(ex.photo)}")
-        return (ex, gr.Radio(choices=S.beam_choices(ex), value=ex.beam), note, *self._step_reply(ex, 1, style_of(*style)))
 
     def prepare_photo(self, path, model_name):
         """A photo chosen, or another model: open the photo and compute what the model reads from it
@@ -438,19 +405,7 @@ def _explore_stage(c, studio: S.Studio, models: list[str], lecture: bool):
                             placeholder="a link opens the app on this example photo, model and word")
         c.link_query = gr.Textbox(visible=False)   # "?photo=...&model=..." of an example photo's caption, else ""
         c.link_word = gr.State(None)   # an opened link's word, until its caption comes
-    answerers = studio.models("answer")
-    with gr.Row(elem_id="ask-row", equal_height=True, visible=bool(answerers)):
-        c.question = gr.Textbox(label="Ask the photo: a question answering model answers in one word and shows where "
-                                      "it read the answer from", placeholder="what is the dog catching?",
-                                elem_id="question", scale=4)
-        c.answer_model = gr.Dropdown(answerers, value=answerers[0] if answerers else None, label="Answered by",
-                                     elem_id="answer-model", scale=1, min_width=140)   # no info line: the row stays one line high
-        c.ask = gr.Button("Ask", elem_id="ask", scale=0, min_width=80)
-    if answerers:   # a click sets the photo and its question (folded away in lecture mode: type there)
-        pairs = [(photo, q) for photo, qs in EXAMPLE_QUESTIONS.items() for q in qs]
-        gr.Examples([[os.path.join(ASSETS, photo), q] for photo, q in pairs], inputs=[c.photo, c.question],
-                    example_labels=[f"{photo.removesuffix('.jpg')}: {q}" for photo, q in pairs],
-                    label="Questions to try, with their photo", elem_id="ask-examples", examples_per_page=6)
+    ask_tab.layout(c, studio)
     c.explain_with = gr.Radio([METHOD_LABELS["attention"]], value=METHOD_LABELS["attention"], elem_id="explain-with",
                               label="Explain with: where the model looked (attention), or what the word used "
                                     "(maps computed for the whole caption)", elem_classes=HIDDEN,
@@ -569,9 +524,7 @@ def _wire_explore(c, h: Handlers):
     (viewer.js, page_view.js) with no request: the slider keeps the word for the events that need it."""
     _caption_event(c, h, c.run.click)
     c.link_btn.click(None, [c.link_query, c.step], c.link, js=LINK_JS)
-    for trigger in (c.ask.click, c.question.submit):
-        _decoded(c, h, trigger(h.ask_photo, [c.photo, c.answer_model, c.question, *c.style],
-                               [c.explored, c.beams, c.status, *c.step_outputs], **MODEL, show_progress_on=c.view))
+    ask_tab.wire(c, h, _decoded)
     for key, btn in enumerate(c.model_keys, 1):   # lecture number keys: that model, on the same photo
         _caption_event(c, h, btn.click(functools.partial(h.pick_model, key), None, c.model).success)
     c.step.change(None, c.step, None, js=STEP_JS)   # the server moved the word (a new caption, a branch)
