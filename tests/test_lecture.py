@@ -1,5 +1,5 @@
 """Lecture mode: `launch.py --lecture` or the Lecture toggle; big caption, the view filling the screen,
-advanced panels folded away, and keys for a lecturer (space, arrows, 1-5, F, Escape).
+advanced panels folded away, and keys for a lecturer (space, arrows, 1-5, P, F, Escape).
 
 The browser tests need Debian's chromium, like tests/test_app.py. Set LECTURE_SCREENSHOTS=DIR to keep
 the screenshots (the README's assets/lecture-*.png are made that way, on the shipped models).
@@ -75,7 +75,14 @@ def test_lecture_mode_in_a_browser(size, request, tmp_path):
         if flag:
             page.wait_for_function(LECTURE)               # on at load; the photo panel is folded away,
             expect(page.locator("#lecture input")).to_be_checked()
-            page.locator("body").press("1")                # so key 1 captions it with the first model
+            expect(page.locator("#inputs")).to_be_hidden()
+            page.locator("body").press("p")                # P opens the photo picker over the view,
+            expect(page.locator("#inputs")).to_be_visible()
+            expect(page.locator("#run")).to_be_in_viewport()
+            page.locator("body").press("Escape")           # Escape closes it (still in lecture mode)
+            expect(page.locator("#inputs")).to_be_hidden()
+            assert page.evaluate(LECTURE)
+            page.locator("body").press("1")                # and key 1 captions the photo with the first model
         else:
             assert not page.evaluate(LECTURE)
             page.locator("#run").click()

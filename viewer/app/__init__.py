@@ -101,7 +101,7 @@ def parser(prog: str = "launch.py") -> argparse.ArgumentParser:
     parser.add_argument("--share", action="store_true", help="ask Gradio for a public link (needs internet)")
     parser.add_argument("--lecture", action="store_true", help="start in lecture mode: big caption, the view "
                         f"filling the screen, dark; keys: space play/pause, arrows word, {MODEL_KEYS[0]}-{MODEL_KEYS[-1]} model, "
-                        "F full screen, "
+                        "P the photo picker, F full screen, "
                         "Esc back (the Lecture mode toggle switches it at any time)")
     return parser
 

@@ -263,7 +263,8 @@ IMPUTER_TIPS = {"blur": "The hidden parts of the photo are blurred.",
 
 # --- lecture mode --------------------------------------------------------------------------------
 
-LECTURE_KEYS = f"space play/pause · ← → word · {MODEL_KEYS[0]}-{MODEL_KEYS[-1]} model · F full screen · Esc back"
+LECTURE_KEYS = (f"space play/pause · ← → word · {MODEL_KEYS[0]}-{MODEL_KEYS[-1]} model · P photo · F full screen · "
+                "Esc back")
 
 
 def lecture_line(model: str | None) -> str:

@@ -18,7 +18,8 @@ document.addEventListener('keydown', (e) => {
   if (e.key === 'ArrowLeft') { move(-1, '#prev'); e.preventDefault(); }
 });
 // Lecture mode: a class on <body> (the toggle #lecture, or --lecture at load), and its keys:
-// space play/pause, a number key a model (the #model-N buttons that exist), F full screen, Escape out of full screen, then out of lecture mode.
+// space play/pause, a number key a model (the #model-N buttons that exist), P the photo picker (the photo, the
+// examples and Caption over the view; Caption closes it), F full screen, Escape out of full screen, then out of lecture mode.
 (() => {
   const box = () => document.querySelector('#lecture input[type=checkbox]');
   let wasDark = null;
@@ -34,17 +35,22 @@ document.addEventListener('keydown', (e) => {
   const start = new MutationObserver(() => { const b = box(); if (b) { start.disconnect(); set(b.checked); } });
   start.observe(document.documentElement, {subtree: true, childList: true});
   const leave = () => { const b = box(); if (b && b.checked) b.click(); else set(false); };
+  document.addEventListener('click', (e) => {
+    if (e.target.closest?.('#run')) document.body.classList.remove('picking');
+  }, true);
   document.addEventListener('keydown', (e) => {
     const el = document.activeElement;
     if (!document.body.classList.contains('lecture') || typing(el) || e.ctrlKey || e.metaKey || e.altKey) return;
     const k = e.key;
     if (k === ' ' || k === 'Spacebar') { el?.blur?.(); document.querySelector('#play')?.click(); }
     else if (/^[1-9]$/.test(k)) document.querySelector('#model-' + k)?.click();
+    else if (k === 'p' || k === 'P') document.body.classList.toggle('picking');   // the photo picker
     else if (k === 'f' || k === 'F') {
       if (document.fullscreenElement) document.exitFullscreen?.();
       else document.documentElement.requestFullscreen?.().catch(() => {});
     } else if (k === 'Escape') {
-      if (document.fullscreenElement) document.exitFullscreen?.(); else leave();
+      if (document.body.classList.contains('picking')) document.body.classList.remove('picking');
+      else if (document.fullscreenElement) document.exitFullscreen?.(); else leave();
     } else return;
     e.preventDefault();
   });
