@@ -347,7 +347,8 @@ def _explore_inputs(c, models: list[str], trained_on: str):
                                    info="Below 1 sampling picks likely words; above 1, surprising ones.")
         c.seed = gr.Number(0, precision=0, label="Seed (sampling, hard attention)",
                            info="The same seed draws the same random choices again.")
-        c.max_len = gr.Slider(3, 30, value=20, step=1, label="Max words")
+        c.max_len = gr.Slider(3, 30, value=20, step=1, label="Max words",
+                              info="A caption ends at its end word, or here (counted in the model's tokens).")
     c.mention = gr.Textbox(label="Must mention (beam search that includes these words: comma-separated, "
                                  "'a|b' for either)", placeholder="bear, kite", elem_id="mention",
                          info="The caption is made to contain these words, even if the model would not say them.")
@@ -360,8 +361,10 @@ def _explore_inputs(c, models: list[str], trained_on: str):
                               info="How the coarse map is stretched over the photo: smoothly or as blocks.",
                               elem_id="upsampling")
         c.colormap = gr.Dropdown(list(COLORMAPS), value="paper", label="Colours (paper: the "
-                               "figures of Show, Attend and Tell)", elem_id="colormap")
-        c.opacity = gr.Slider(0.0, 1.0, value=0.8, step=0.05, label="Opacity", elem_id="opacity")
+                               "figures of Show, Attend and Tell)", elem_id="colormap",
+                               info="paper darkens where the model did not look; the others colour where it did.")
+        c.opacity = gr.Slider(0.0, 1.0, value=0.8, step=0.05, label="Opacity", elem_id="opacity",
+                              info="How strongly the map covers the photo.")
         c.scale = gr.Radio(list(SCALES), value="absolute", elem_id="scale",
                          label="Scale: absolute (same brightness, same weight, on every word and "
                                "model) or stretch (each map to its own range)",
@@ -412,7 +415,8 @@ def _explore_stage(c, studio: S.Studio, models: list[str], lecture: bool):
                               info="Attention is where the model looked; the others hide parts of the photo to "
                                    "find what the word needed.")
     c.click_mode = gr.Radio([STEER, HIDE], value=STEER, label="Clicking the photo", elem_id="click-mode",
-                          elem_classes=HIDDEN)
+                          elem_classes=HIDDEN, info="Steer: the model is made to look where you click at this word; "
+                                                    "hide: that place is hidden from it. Either way, see what it says.")
     with gr.Row(elem_classes=HIDDEN):
         c.clicked = gr.HTML(elem_id="clicked")
         c.steered_view = gr.Image(label="Where you steered it", height=220, interactive=False,
@@ -434,7 +438,8 @@ def _explore_panels(c):
             c.branch_btn = gr.Button("Continue with this word", elem_id="branch")
             c.back_btn = gr.Button("Back", elem_id="back")
             c.reset_btn = gr.Button("Reset", elem_id="reset")
-    c.beams = gr.Radio([], label="Beams (best first)", elem_id="beams", type="index", elem_classes=HIDDEN)
+    c.beams = gr.Radio([], label="Beams (best first)", elem_id="beams", type="index", elem_classes=HIDDEN,
+                       info="Beam search's other finished captions; choose one to explore it.")
     with gr.Accordion("Diagnose: grounding, attention sanity, occlusion, which map to trust", open=False,
                       elem_classes=HIDDEN):
         gr.Markdown("Hide where the selected word looked (or choose 'Hide' above and click the "
